@@ -1,0 +1,39 @@
+"""The cassette record: one JSON object per line, no envelope.
+
+`response.transcript` holds every provider reply of the call (both stages of an extract, and a
+truncated first attempt where there was one), so replay runs the same parsing code as the live
+call did and reproduces its output and its reliability counts exactly. `response.result` is the
+parsed output, stored for people reading the cassette.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from ..models import CallType, StageTranscript
+
+
+class CassetteResponse(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    transcript: tuple[StageTranscript, ...]
+    result: dict[str, Any]
+
+
+class CassetteRecord(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    key: str
+    call_type: CallType
+    provider: str
+    model: str
+    timestamp: str
+    request: dict[str, Any]
+    response: CassetteResponse
+
+
+def rfc3339_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -1,0 +1,57 @@
+"""Cassette matching keys: SHA-256 over exactly what is semantically asked of the model.
+
+extract: the rendered entity and edge prompts plus the episode fields that reach them, so an
+edit to a template or to the injected ontology invalidates stale records. classify_*: the raw
+call arguments. Never in a key: timestamps, nonces, model settings, or anything transport-level
+(headers, keys, URLs) — the seam sits above request construction and never sees them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..models import Episode
+from ..options import ExtractOptions
+from ..prompts import render_extract_prompts
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _sha256(material: Mapping[str, Any]) -> str:
+    return hashlib.sha256(canonical_json(material).encode("utf-8")).hexdigest()
+
+
+def extract_request(episode: Episode, options: ExtractOptions) -> dict[str, Any]:
+    """The human-readable request stored with an extract record, and the key's material."""
+    prompts = render_extract_prompts(episode, options)
+    return {
+        "entity_system": prompts.entity_system,
+        "entity_user": prompts.entity_user,
+        "edge_system": prompts.edge_system,
+        # Rendered with a placeholder where the entity call's output goes (see prompts.py).
+        "edge_user": prompts.edge_user(None),
+        "episode_body": episode.body,
+        "group_id": episode.group_id,
+        "reference_time": (
+            episode.reference_time.isoformat() if episode.reference_time is not None else None
+        ),
+        "custom_instructions": episode.custom_instructions,
+        "source_type": episode.source_type,
+    }
+
+
+def extract_key(episode: Episode, options: ExtractOptions) -> str:
+    return _sha256({"call_type": "extract", **extract_request(episode, options)})
+
+
+def classify_request(items: Mapping[str, str], types: Sequence[str]) -> dict[str, Any]:
+    return {"items": dict(items), "types": list(types)}
+
+
+def classify_key(call_type: str, items: Mapping[str, str], types: Sequence[str]) -> str:
+    return _sha256({"call_type": call_type, **classify_request(items, types)})

@@ -1,0 +1,121 @@
+"""Typed errors. Every bad input names the file, line or field it came from.
+
+Callers (the CLI, the Dagster layer, tests) tell failures apart by type, never by message text.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class EvalsError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class ConfigError(EvalsError):
+    """A configuration value is unusable (bad backend spec, conflicting environment variables)."""
+
+
+class BackendSpecError(ConfigError):
+    """A `--backend` spec string does not parse; names the spec and what is wrong with it."""
+
+    def __init__(self, spec: str, problem: str) -> None:
+        self.spec = spec
+        self.problem = problem
+        super().__init__(f"invalid backend spec {spec!r}: {problem}")
+
+
+class InputFileError(EvalsError):
+    """A YAML/JSON input file is unreadable or invalid; names the file and the line or field."""
+
+    def __init__(
+        self, path: Path | str, problem: str, *, line: int | None = None, field: str | None = None
+    ) -> None:
+        self.path = Path(path)
+        self.problem = problem
+        self.line = line
+        self.field = field
+        where = str(self.path)
+        if line is not None:
+            where += f":{line}"
+        if field is not None:
+            where += f" [{field}]"
+        super().__init__(f"{where}: {problem}")
+
+
+class OntologyError(InputFileError):
+    """An ontology file is invalid or refers to a type it does not declare."""
+
+
+class CassetteError(EvalsError):
+    """Base class of cassette failures."""
+
+
+class CassetteCorrupt(CassetteError):
+    """A cassette line is not a valid record; names the file and the 1-based line number."""
+
+    def __init__(self, path: Path | str, line: int, problem: str) -> None:
+        self.path = Path(path)
+        self.line = line
+        self.problem = problem
+        super().__init__(f"corrupt cassette {self.path}:{line}: {problem}")
+
+
+class CassetteDuplicateKey(CassetteError):
+    """An eval backend cassette holds two records for one key, so one call has two answers."""
+
+    def __init__(self, path: Path | str, key: str, lines: tuple[int, int]) -> None:
+        self.path = Path(path)
+        self.key = key
+        self.lines = lines
+        super().__init__(
+            f"duplicate cassette key {key} in {self.path} (lines {lines[0]} and {lines[1]}); "
+            "an eval backend needs exactly one recorded answer per call"
+        )
+
+
+class CassetteMiss(CassetteError):
+    """A replayed call has no (remaining) recorded answer: the prompt, ontology or input changed.
+
+    Never falls through to a live call. Re-record: move the stale cassette aside, run again with
+    EVALS_RECORD_LLM (or --record-cassette) against a live backend, then replay to confirm.
+    """
+
+    def __init__(
+        self, key: str, call_type: str, path: Path | str | None = None, detail: str = ""
+    ) -> None:
+        self.key = key
+        self.call_type = call_type
+        self.path = Path(path) if path is not None else None
+        where = f" in {self.path}" if self.path is not None else ""
+        extra = f" ({detail})" if detail else ""
+        super().__init__(
+            f"cassette miss{where}: no recorded {call_type} call with key {key}{extra}; "
+            "the prompt, ontology or input changed since recording — re-record the cassette"
+        )
+
+
+class TransportError(EvalsError):
+    """A provider call failed at the HTTP level after bounded retries."""
+
+    def __init__(self, message: str, *, status: int | None = None, body: str = "") -> None:
+        self.status = status
+        self.body = body
+        super().__init__(message)
+
+
+class MalformedReply(EvalsError):
+    """The provider answered, but its body or text could not be used as structured output."""
+
+    def __init__(self, message: str, *, body: str = "") -> None:
+        self.body = body
+        super().__init__(message)
+
+
+class ExtractionFailed(EvalsError):
+    """One chunk's extraction failed fatally; carries the failure record for the sidecar."""
+
+    def __init__(self, message: str, failure: object, stats: object | None = None) -> None:
+        self.failure = failure
+        self.stats = stats
+        super().__init__(message)

@@ -1,0 +1,303 @@
+"""The Extractor interface and the one extraction flow every backend runs.
+
+A backend is a `ChatTransport` (one rendered request in, one reply out). Everything above it —
+prompt rendering, the entities-then-edges sequence, the doubled-budget retry on truncation,
+structured-output parsing and its counts, failure records — is shared here, so a cassette replay,
+the oracle and a live model all go through the same parsing path and are scored alike.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from pydantic import BaseModel
+
+from ..errors import ExtractionFailed, MalformedReply, TransportError
+from ..models import (
+    Attempt,
+    CallStats,
+    ChatRequest,
+    ClassifyOutcome,
+    Edge,
+    Entity,
+    Episode,
+    ExtractionOutcome,
+    ExtractionResult,
+    FailureRecord,
+    StageTranscript,
+)
+from ..options import ExtractOptions
+from ..parsing import EdgesReply, EntitiesReply, TypesReply, parse_structured
+from ..prompts import render_classify_prompt, render_extract_prompts
+
+T = TypeVar("T", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A transport's answer: the recordable attempt plus the raw HTTP body (sidecar only)."""
+
+    attempt: Attempt
+    raw_body: str
+
+
+class ChatTransport(Protocol):
+    """Sends one rendered request to a provider. Raises TransportError or MalformedReply."""
+
+    provider: str
+    model: str
+
+    async def complete(self, request: ChatRequest) -> Reply: ...
+
+    async def aclose(self) -> None: ...
+
+
+class Extractor(ABC):
+    """What the harness and the pipeline call. The record/replay seam sits at this boundary."""
+
+    provider: str
+    model: str
+
+    @abstractmethod
+    async def extract(self, episode: Episode, options: ExtractOptions) -> ExtractionOutcome:
+        """Entities, then edges, for one episode. Raises ExtractionFailed on a fatal failure."""
+
+    @abstractmethod
+    async def classify_entities(
+        self, entities: Sequence[Entity], types: Sequence[str]
+    ) -> ClassifyOutcome: ...
+
+    @abstractmethod
+    async def classify_relations(
+        self, edges: Sequence[Edge], types: Sequence[str]
+    ) -> ClassifyOutcome: ...
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, most extractors hold nothing
+        """Release network clients."""
+
+
+def classify_entities_items(entities: Sequence[Entity]) -> dict[str, str]:
+    """The raw call arguments of classify_entities: entity name -> summary."""
+    return {e.name: e.summary for e in entities}
+
+
+def classify_relations_items(edges: Sequence[Edge]) -> dict[str, str]:
+    """The raw call arguments of classify_relations: `source|relation|target` -> fact."""
+    return {relation_key(e): e.fact for e in edges}
+
+
+def relation_key(edge: Edge) -> str:
+    return f"{edge.source}|{edge.relation}|{edge.target}"
+
+
+class _StageFailure(Exception):
+    def __init__(self, failure: FailureRecord) -> None:
+        self.failure = failure
+
+
+def _failure(
+    transport: ChatTransport,
+    request: ChatRequest,
+    chunk_key: str | None,
+    classification: str,
+    raw_body: str,
+    attempt: Attempt | None = None,
+) -> FailureRecord:
+    return FailureRecord(
+        ts_ms=int(time.time() * 1000),
+        model=transport.model,
+        call_type="edges" if request.stage == "edges" else "entities",
+        chunk_key=chunk_key,
+        classification=classification,  # type: ignore[arg-type]
+        raw_body=raw_body,
+        finish_reason=attempt.finish_reason if attempt else None,
+        completion_tokens=attempt.output_tokens if attempt else None,
+        max_tokens=request.max_tokens,
+    )
+
+
+async def _run_stage(
+    transport: ChatTransport,
+    request: ChatRequest,
+    shape: type[T],
+    stats: CallStats,
+    transcript: list[StageTranscript],
+    chunk_key: str | None,
+) -> tuple[T | None, FailureRecord | None]:
+    """One logical call: a truncated reply is retried once with doubled max_tokens.
+
+    Returns (parsed, None), or (None, truncation failure) when the budget stays exhausted.
+    Raises _StageFailure for an HTTP failure or a malformed reply.
+    """
+    attempts: list[Attempt] = []
+    try:
+        for retry in (False, True):
+            try:
+                reply = await transport.complete(request)
+            except TransportError as exc:
+                raise _StageFailure(
+                    _failure(transport, request, chunk_key, "http_error", exc.body or str(exc))
+                ) from exc
+            except MalformedReply as exc:
+                raise _StageFailure(
+                    _failure(transport, request, chunk_key, "malformed", exc.body)
+                ) from exc
+            attempt = reply.attempt
+            attempts.append(attempt)
+            stats.count_attempt(attempt)
+            if attempt.truncated:
+                if not retry:
+                    request = request.model_copy(update={"max_tokens": request.max_tokens * 2})
+                    continue
+                stats.truncated.exhausted += 1
+                failure = _failure(
+                    transport, request, chunk_key, "truncation", reply.raw_body, attempt
+                )
+                return None, failure
+            parsed, status = parse_structured(attempt.text, shape)
+            stats.structured_output.add(status)
+            if retry:
+                stats.truncated.retry_succeeded += 1
+            if parsed is None:
+                raise _StageFailure(
+                    _failure(transport, request, chunk_key, "malformed", reply.raw_body, attempt)
+                )
+            return parsed, None
+        raise AssertionError("unreachable")  # pragma: no cover
+    finally:
+        transcript.append(StageTranscript(stage=request.stage, attempts=tuple(attempts)))
+
+
+async def run_extract(
+    transport: ChatTransport, episode: Episode, options: ExtractOptions
+) -> ExtractionOutcome:
+    """Two calls per episode: entities, then edges between those entities.
+
+    Entity-budget exhaustion is fatal (nothing to relate); edge-budget exhaustion is not: the
+    outcome carries an empty edge list plus a failure record saying the low count is suppressed
+    output, not a quality signal.
+    """
+    prompts = render_extract_prompts(episode, options)
+    stats = CallStats()
+    transcript: list[StageTranscript] = []
+    failures: list[FailureRecord] = []
+    chunk_key = episode.name
+    try:
+        entities_reply, failure = await _run_stage(
+            transport,
+            ChatRequest(
+                stage="entities",
+                system=prompts.entity_system,
+                user=prompts.entity_user,
+                max_tokens=options.max_tokens_entities,
+            ),
+            EntitiesReply,
+            stats,
+            transcript,
+            chunk_key,
+        )
+        if entities_reply is None:
+            assert failure is not None
+            raise _StageFailure(failure)
+        entities = tuple(
+            Entity(name=e.name, type=e.type, summary=e.summary, quote=e.quote)
+            for e in entities_reply.entities
+        )
+        edges_reply, failure = await _run_stage(
+            transport,
+            ChatRequest(
+                stage="edges",
+                system=prompts.edge_system,
+                user=prompts.edge_user(entities),
+                max_tokens=options.max_tokens_edges,
+            ),
+            EdgesReply,
+            stats,
+            transcript,
+            chunk_key,
+        )
+    except _StageFailure as exc:
+        raise ExtractionFailed(
+            f"{transport.provider} extraction of {chunk_key!r} failed: "
+            f"{exc.failure.call_type} {exc.failure.classification}",
+            exc.failure,
+            stats,
+        ) from exc.__cause__
+    edges: tuple[Edge, ...] = ()
+    if edges_reply is not None:
+        edges = tuple(
+            Edge(source=e.source, target=e.target, relation=e.relation, fact=e.fact, quote=e.quote)
+            for e in edges_reply.edges
+        )
+    if failure is not None:
+        failures.append(failure)
+    return ExtractionOutcome(
+        result=ExtractionResult(entities=entities, edges=edges),
+        stats=stats,
+        transcript=tuple(transcript),
+        failures=tuple(failures),
+        provider=transport.provider,
+        model=transport.model,
+    )
+
+
+async def run_classify(
+    transport: ChatTransport,
+    stage: str,
+    items: dict[str, str],
+    types: Sequence[str],
+    max_tokens: int = 2048,
+) -> ClassifyOutcome:
+    """One classify_entities / classify_relations call over the given items."""
+    system, user = render_classify_prompt(stage, tuple(types), items)
+    stats = CallStats()
+    transcript: list[StageTranscript] = []
+    request = ChatRequest(stage=stage, system=system, user=user, max_tokens=max_tokens)  # type: ignore[arg-type]
+    try:
+        reply, failure = await _run_stage(transport, request, TypesReply, stats, transcript, None)
+    except _StageFailure as exc:
+        raise ExtractionFailed(
+            f"{transport.provider} {stage} failed: {exc.failure.classification}", exc.failure, stats
+        ) from exc.__cause__
+    if reply is None:
+        raise ExtractionFailed(f"{transport.provider} {stage} failed: truncation", failure, stats)
+    return ClassifyOutcome(
+        types=dict(reply.types),
+        stats=stats,
+        transcript=tuple(transcript),
+        provider=transport.provider,
+        model=transport.model,
+    )
+
+
+class TransportExtractor(Extractor):
+    """An Extractor over a live ChatTransport (Anthropic, OpenAI-compatible HTTP or UDS)."""
+
+    def __init__(self, transport: ChatTransport) -> None:
+        self.transport = transport
+        self.provider = transport.provider
+        self.model = transport.model
+
+    async def extract(self, episode: Episode, options: ExtractOptions) -> ExtractionOutcome:
+        return await run_extract(self.transport, episode, options)
+
+    async def classify_entities(
+        self, entities: Sequence[Entity], types: Sequence[str]
+    ) -> ClassifyOutcome:
+        return await run_classify(
+            self.transport, "classify_entities", classify_entities_items(entities), types
+        )
+
+    async def classify_relations(
+        self, edges: Sequence[Edge], types: Sequence[str]
+    ) -> ClassifyOutcome:
+        return await run_classify(
+            self.transport, "classify_relations", classify_relations_items(edges), types
+        )
+
+    async def aclose(self) -> None:
+        await self.transport.aclose()

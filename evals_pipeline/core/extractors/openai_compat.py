@@ -1,0 +1,160 @@
+"""OpenAI-compatible chat completions over httpx, on TCP (`oai-http`) or a Unix socket (`oai-uds`).
+
+Any server speaking `POST /v1/chat/completions` (vLLM, llama.cpp, mlx_lm.server, Ollama) is a
+backend, so a new local model needs a spec string, not code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
+
+from ..errors import MalformedReply, TransportError
+from ..models import Attempt, ChatRequest
+from .base import Reply
+
+RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+API_KEY_ENV = "EVALS_OAI_API_KEY"
+
+
+class _Retryable(Exception):
+    def __init__(self, error: TransportError, retry_after: float | None) -> None:
+        self.error = error
+        self.retry_after = retry_after
+
+
+def _retry_after_seconds(headers: httpx.Headers) -> float | None:
+    """Retry-After as seconds: `retry-after-ms`, then seconds, then an HTTP date."""
+    if (ms := headers.get("retry-after-ms")) is not None:
+        try:
+            return float(ms) / 1000.0
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+class OpenAICompatTransport:
+    """Chat completions with bounded retries on 408/409/429/5xx, timeouts and resets.
+
+    The wait honours Retry-After (capped at `max_backoff_s`), else doubles from `backoff_s`.
+    """
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        model: str = "local",
+        uds_path: str | None = None,
+        api_key: str | None = None,
+        timeout_s: float = 120.0,
+        max_retries: int = 2,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 8.0,
+        temperature: float = 0.0,
+    ) -> None:
+        self.provider = "oai-uds" if uds_path else "oai-http"
+        self.model = model
+        self._url = url
+        self._max_retries = max_retries
+        self._backoff_s = backoff_s
+        self._max_backoff_s = max_backoff_s
+        self._temperature = temperature
+        key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
+        headers = {"authorization": f"Bearer {key}"} if key else {}
+        transport = httpx.AsyncHTTPTransport(uds=uds_path) if uds_path else None
+        self._client = httpx.AsyncClient(
+            transport=transport, headers=headers, timeout=httpx.Timeout(timeout_s)
+        )
+
+    def _wait(self, retry_state: Any) -> float:
+        exc = retry_state.outcome.exception() if retry_state.outcome else None
+        if isinstance(exc, _Retryable) and exc.retry_after is not None:
+            return min(exc.retry_after, self._max_backoff_s)
+        return min(self._backoff_s * 2 ** (retry_state.attempt_number - 1), self._max_backoff_s)
+
+    async def complete(self, request: ChatRequest) -> Reply:
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self._max_retries + 1),
+            wait=self._wait,
+            retry=retry_if_exception(lambda e: isinstance(e, _Retryable)),
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    return await self._send_once(request)
+        except _Retryable as exc:
+            raise exc.error from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _send_once(self, request: ChatRequest) -> Reply:
+        payload = {
+            "model": self.model,
+            "messages": [
+                {"role": "system", "content": request.system},
+                {"role": "user", "content": request.user},
+            ],
+            "max_tokens": request.max_tokens,
+            "temperature": self._temperature,
+        }
+        started = time.perf_counter()
+        try:
+            response = await self._client.post(self._url, json=payload)
+        except httpx.TimeoutException as exc:
+            raise _Retryable(TransportError(f"{self.provider} timeout: {exc!r}"), None) from exc
+        except httpx.TransportError as exc:
+            raise _Retryable(
+                TransportError(f"{self.provider} transport error: {exc!r}"), None
+            ) from exc
+        latency_ms = (time.perf_counter() - started) * 1000.0
+        body = response.text
+        if response.status_code != 200:
+            error = TransportError(
+                f"{self.provider} HTTP {response.status_code}",
+                status=response.status_code,
+                body=body,
+            )
+            if response.status_code in RETRYABLE_STATUS:
+                raise _Retryable(error, _retry_after_seconds(response.headers))
+            raise error
+        return Reply(attempt=self._attempt(body, request, latency_ms), raw_body=body)
+
+    def _attempt(self, body: str, request: ChatRequest, latency_ms: float) -> Attempt:
+        try:
+            data = json.loads(body)
+            choice = data["choices"][0]
+            text = choice["message"]["content"] or ""
+            finish_reason = choice.get("finish_reason")
+            usage = data.get("usage") or {}
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise MalformedReply(
+                f"{self.provider} returned a body that is not a chat completion: {exc!r}", body=body
+            ) from exc
+        return Attempt(
+            text=text,
+            finish_reason=finish_reason,
+            truncated=finish_reason == "length",
+            input_tokens=int(usage.get("prompt_tokens") or 0),
+            output_tokens=int(usage.get("completion_tokens") or 0),
+            max_tokens=request.max_tokens,
+            latency_ms=latency_ms,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()

@@ -1,0 +1,139 @@
+"""Backend spec strings, parsed exactly as the reference harness spells them.
+
+anthropic[:model=M]            hosted Anthropic (reads ANTHROPIC_API_KEY)
+oai-http:url=U[,model=M]       OpenAI-compatible chat completions over HTTP
+oai-uds:path=P[,model=M]       the same over a Unix domain socket
+cassette:path=P                replay a recorded cassette (zero outbound calls)
+oracle                         the expected graph, through the whole pipeline
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ..errors import BackendSpecError
+from ..models import ExtractionResult
+from .base import Extractor, TransportExtractor
+
+BackendKind = Literal["anthropic", "oai-http", "oai-uds", "cassette", "oracle"]
+
+_PARAMS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    # kind: (required, optional)
+    "anthropic": (frozenset(), frozenset({"model"})),
+    "oai-http": (frozenset({"url"}), frozenset({"model"})),
+    "oai-uds": (frozenset({"path"}), frozenset({"model"})),
+    "cassette": (frozenset({"path"}), frozenset()),
+    "oracle": (frozenset(), frozenset()),
+}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    kind: BackendKind
+    params: Mapping[str, str]
+    raw: str
+
+    @property
+    def is_live(self) -> bool:
+        return self.kind in ("anthropic", "oai-http", "oai-uds")
+
+    @property
+    def cassette_path(self) -> Path | None:
+        return Path(self.params["path"]) if self.kind == "cassette" else None
+
+    def describe(self) -> str:
+        """The spec with nothing secret in it (specs never hold keys; URLs are shown)."""
+        return self.raw
+
+
+def parse_backend_spec(spec: str) -> BackendSpec:
+    kind, sep, rest = spec.strip().partition(":")
+    if kind not in _PARAMS:
+        raise BackendSpecError(
+            spec, f"unknown backend kind {kind!r}; expected one of {', '.join(_PARAMS)}"
+        )
+    required, optional = _PARAMS[kind]
+    params: dict[str, str] = {}
+    if sep and not rest:
+        raise BackendSpecError(spec, "nothing after ':'")
+    for item in rest.split(",") if rest else []:
+        name, eq, value = item.partition("=")
+        name = name.strip()
+        if not eq:
+            raise BackendSpecError(spec, f"parameter {item!r} is not NAME=VALUE")
+        if name not in required | optional:
+            allowed = ", ".join(sorted(required | optional)) or "none"
+            raise BackendSpecError(
+                spec, f"unknown parameter {name!r} for {kind} (allowed: {allowed})"
+            )
+        if name in params:
+            raise BackendSpecError(spec, f"parameter {name!r} given twice")
+        if not value:
+            raise BackendSpecError(spec, f"parameter {name!r} is empty")
+        params[name] = value
+    missing = sorted(required - params.keys())
+    if missing:
+        raise BackendSpecError(spec, f"{kind} needs {', '.join(missing)}=...")
+    return BackendSpec(kind=kind, params=params, raw=spec.strip())  # type: ignore[arg-type]
+
+
+def parse_named_backend(text: str) -> tuple[str, BackendSpec]:
+    """`NAME=SPEC`, as `--backend` takes it. NAME becomes a Dagster partition key."""
+    name, eq, spec = text.partition("=")
+    name = name.strip()
+    if not eq or not spec:
+        raise BackendSpecError(text, "expected NAME=SPEC, e.g. baseline=anthropic")
+    if not _NAME.match(name):
+        raise BackendSpecError(
+            text, f"backend name {name!r} must be letters, digits, '_', '-' or '.'"
+        )
+    return name, parse_backend_spec(spec)
+
+
+def build_extractor(
+    spec: BackendSpec,
+    *,
+    expected: Mapping[str, ExtractionResult] | None = None,
+    anthropic_base_url: str | None = None,
+    timeout_s: float = 120.0,
+    max_retries: int = 2,
+) -> Extractor:
+    """Resolve a spec to an extractor. Cassette backends load with unique keys (one answer per
+    call), so a duplicate-keyed cassette fails here, before any extraction."""
+    if spec.kind == "anthropic":
+        from .anthropic import DEFAULT_MODEL, AnthropicTransport
+
+        return TransportExtractor(
+            AnthropicTransport(
+                model=spec.params.get("model", DEFAULT_MODEL),
+                base_url=anthropic_base_url,
+                timeout_s=timeout_s,
+                max_retries=max_retries,
+            )
+        )
+    if spec.kind in ("oai-http", "oai-uds"):
+        from .openai_compat import OpenAICompatTransport
+
+        uds = spec.params.get("path")
+        url = spec.params.get("url", "http://localhost/v1/chat/completions")
+        return TransportExtractor(
+            OpenAICompatTransport(
+                url=url,
+                uds_path=uds,
+                model=spec.params.get("model", "local"),
+                timeout_s=timeout_s,
+                max_retries=max_retries,
+            )
+        )
+    if spec.kind == "cassette":
+        from ..cassettes.replay import ReplayingExtractor
+
+        return ReplayingExtractor.from_path(spec.params["path"], unique=True)
+    from .oracle import OracleExtractor
+
+    return OracleExtractor(expected or {})

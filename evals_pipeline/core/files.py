@@ -1,0 +1,54 @@
+"""Reading YAML and JSON inputs so that every failure names the file and the line or field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from .errors import InputFileError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def field_path(loc: tuple[int | str, ...]) -> str:
+    """Render a pydantic error location as `relation_types[1].source`."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "<root>"
+
+
+def load_yaml(path: Path | str, error: type[InputFileError] = InputFileError) -> Any:
+    """Parse a YAML file; a syntax error becomes `error` with the 1-based line of the problem."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(path, "file not found") from None
+    except UnicodeDecodeError as exc:
+        raise error(path, f"not UTF-8 text (byte offset {exc.start})") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        raise error(path, f"invalid YAML: {exc.problem or exc}", line=line) from None
+    except yaml.YAMLError as exc:
+        raise error(path, f"invalid YAML: {exc}") from None
+
+
+def validate_file_model(
+    model: type[M], data: Any, path: Path | str, error: type[InputFileError] = InputFileError
+) -> M:
+    """Validate parsed file content; the first failure names its field path."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise error(path, first["msg"], field=field_path(tuple(first["loc"]))) from None

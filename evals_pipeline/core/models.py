@@ -1,0 +1,154 @@
+"""Domain models shared by every stage: what goes into an extraction call and what comes out.
+
+Plain pydantic models, no I/O. Serialised forms of these are what cassettes, Parquet tables and
+reports store, so field names are part of the on-disk format.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SourceType = Literal["text", "message", "json"]
+OntologyMode = Literal["freeform", "open", "strict"]
+ONTOLOGY_MODES: tuple[OntologyMode, ...] = ("freeform", "open", "strict")
+
+Stage = Literal["entities", "edges", "classify_entities", "classify_relations"]
+CallType = Literal["extract", "classify_entities", "classify_relations"]
+ParseStatus = Literal["clean", "recovered", "malformed"]
+FailureClass = Literal["http_error", "truncation", "malformed"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Episode(_Frozen):
+    """One chunk of source text, as an ingest pipeline hands it to extraction."""
+
+    name: str
+    body: str
+    group_id: str = ""
+    reference_time: datetime | None = None
+    source_type: SourceType = "text"
+    custom_instructions: str = ""
+
+
+class Entity(_Frozen):
+    name: str
+    type: str | None = None
+    summary: str = ""
+    quote: str = ""
+
+
+class Edge(_Frozen):
+    """A directed, typed relation: `source --relation--> target`."""
+
+    source: str
+    target: str
+    relation: str
+    fact: str = ""
+    quote: str = ""
+
+
+class ExtractionResult(_Frozen):
+    entities: tuple[Entity, ...] = ()
+    edges: tuple[Edge, ...] = ()
+
+
+class ChatRequest(_Frozen):
+    """One rendered LLM call. Carries no transport detail (no URL, header or key)."""
+
+    stage: Stage
+    system: str
+    user: str
+    max_tokens: int
+
+
+class Attempt(_Frozen):
+    """One provider reply to a ChatRequest, as recorded in a cassette.
+
+    `truncated` is the normalised form of the provider's own stop reason (`max_tokens` for
+    Anthropic, `length` for OpenAI-compatible servers), which is kept verbatim in `finish_reason`.
+    """
+
+    text: str
+    finish_reason: str | None
+    truncated: bool
+    input_tokens: int = 0
+    output_tokens: int = 0
+    max_tokens: int
+    latency_ms: float = 0.0
+
+
+class StageTranscript(_Frozen):
+    stage: Stage
+    attempts: tuple[Attempt, ...]
+
+
+class ParseCounts(BaseModel):
+    clean: int = 0
+    recovered: int = 0
+    malformed: int = 0
+
+    def add(self, status: ParseStatus) -> None:
+        setattr(self, status, getattr(self, status) + 1)
+
+
+class TruncationCounts(BaseModel):
+    retry_succeeded: int = 0
+    exhausted: int = 0
+
+
+class CallStats(BaseModel):
+    """Counts for one chunk (or, summed, for a run): what the report's reliability columns read."""
+
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: float = 0.0
+    structured_output: ParseCounts = Field(default_factory=ParseCounts)
+    truncated: TruncationCounts = Field(default_factory=TruncationCounts)
+
+    def count_attempt(self, attempt: Attempt) -> None:
+        self.requests += 1
+        self.input_tokens += attempt.input_tokens
+        self.output_tokens += attempt.output_tokens
+        self.latency_ms += attempt.latency_ms
+
+
+class FailureRecord(_Frozen):
+    """One failed call, exactly the sidecar's fields. `raw_body` is never truncated."""
+
+    ts_ms: int
+    model: str
+    call_type: Literal["entities", "edges"]
+    chunk_key: str | None
+    classification: FailureClass
+    raw_body: str
+    finish_reason: str | None
+    completion_tokens: int | None
+    max_tokens: int
+
+
+class ExtractionOutcome(_Frozen):
+    """A successful extraction of one episode, with everything needed to record or score it."""
+
+    result: ExtractionResult
+    stats: CallStats
+    transcript: tuple[StageTranscript, ...]
+    failures: tuple[FailureRecord, ...] = ()
+    provider: str
+    model: str
+
+
+class ClassifyOutcome(_Frozen):
+    """Types assigned by a classify_entities / classify_relations call, by item name."""
+
+    types: dict[str, str]
+    stats: CallStats
+    transcript: tuple[StageTranscript, ...]
+    provider: str
+    model: str

@@ -1,0 +1,100 @@
+"""Ontologies: a closed or suggested vocabulary of entity and relation types, from a bare YAML file.
+
+File format::
+
+    name: people-and-orgs
+    mode: strict            # optional, open | strict; a run's --ontology-mode overrides it
+    entity_types:
+      - name: Person
+        description: A human being.
+    relation_types:
+      - name: WORKS_FOR
+        description: The source is employed by the target.
+        source: [Person]          # allowed source types; empty or absent = any
+        target: [Organization]    # allowed target types; empty or absent = any
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .errors import OntologyError
+from .files import load_yaml, validate_file_model
+from .models import ExtractionResult
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class EntityType(_Strict):
+    name: str = Field(min_length=1)
+    description: str = ""
+
+
+class RelationType(_Strict):
+    name: str = Field(min_length=1)
+    description: str = ""
+    source: tuple[str, ...] = ()
+    target: tuple[str, ...] = ()
+
+
+class Ontology(_Strict):
+    name: str = "ontology"
+    mode: Literal["open", "strict"] | None = None
+    entity_types: tuple[EntityType, ...] = ()
+    relation_types: tuple[RelationType, ...] = ()
+
+    @property
+    def entity_type_names(self) -> frozenset[str]:
+        return frozenset(t.name for t in self.entity_types)
+
+    @property
+    def relation_type_names(self) -> frozenset[str]:
+        return frozenset(t.name for t in self.relation_types)
+
+    def vocabulary_violations(self, result: ExtractionResult) -> tuple[int, int]:
+        """(entities, edges) in `result` whose type lies outside this ontology's vocabulary."""
+        entity_names = self.entity_type_names
+        relation_names = self.relation_type_names
+        bad_entities = sum(1 for e in result.entities if e.type not in entity_names)
+        bad_edges = sum(1 for e in result.edges if e.relation not in relation_names)
+        return bad_entities, bad_edges
+
+
+def check_ontology(ontology: Ontology, path: Path | str) -> Ontology:
+    """Reject duplicate names and endpoints that name an undeclared entity type."""
+    seen: set[str] = set()
+    for i, et in enumerate(ontology.entity_types):
+        if et.name in seen:
+            raise OntologyError(
+                path, f"duplicate entity type {et.name!r}", field=f"entity_types[{i}].name"
+            )
+        seen.add(et.name)
+    seen_rel: set[str] = set()
+    for i, rt in enumerate(ontology.relation_types):
+        if rt.name in seen_rel:
+            raise OntologyError(
+                path, f"duplicate relation type {rt.name!r}", field=f"relation_types[{i}].name"
+            )
+        seen_rel.add(rt.name)
+        for side in ("source", "target"):
+            for j, type_name in enumerate(getattr(rt, side)):
+                if type_name not in seen:
+                    raise OntologyError(
+                        path,
+                        f"unknown ontology type {type_name!r} (declared: {sorted(seen)})",
+                        field=f"relation_types[{i}].{side}[{j}]",
+                    )
+    return ontology
+
+
+def load_ontology(path: Path | str) -> Ontology:
+    """Load and check an ontology file; every failure is an OntologyError naming line or field."""
+    data = load_yaml(path, OntologyError)
+    if not isinstance(data, dict):
+        raise OntologyError(path, "an ontology file must be a YAML mapping")
+    return check_ontology(validate_file_model(Ontology, data, path, OntologyError), path)

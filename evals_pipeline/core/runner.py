@@ -1,0 +1,79 @@
+"""Running one extractor over many chunks, concurrently, with a bound on calls in flight.
+
+Live backends spend most of their time waiting on the network, so chunks run as asyncio tasks
+under a semaphore (`concurrency`). A fatal extraction failure is one chunk's error, counted in
+the error rate; a cassette miss is loud by default (pipeline replay) and a per-chunk error only
+when the caller asks (an eval backend whose cassette covers less than the scope).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from .errors import CassetteMiss, ExtractionFailed
+from .extractors.base import Extractor
+from .models import CallStats, Episode, ExtractionOutcome, FailureRecord
+from .options import ExtractOptions
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ChunkRun:
+    """One chunk's extraction: an outcome, or an error with what it cost."""
+
+    episode: Episode
+    outcome: ExtractionOutcome | None
+    error: str | None = None
+    error_type: str | None = None
+    failure: FailureRecord | None = None
+    stats: CallStats | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is not None
+
+
+async def extract_all(
+    extractor: Extractor,
+    episodes: Sequence[Episode],
+    options: ExtractOptions,
+    *,
+    concurrency: int = 8,
+    tolerate_misses: bool = False,
+    on_done: Callable[[ChunkRun], None] | None = None,
+) -> list[ChunkRun]:
+    """Extract every episode; results come back in input order."""
+    if concurrency < 1:
+        raise ValueError("concurrency must be at least 1")
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(episode: Episode) -> ChunkRun:
+        async with gate:
+            try:
+                run = ChunkRun(episode, await extractor.extract(episode, options))
+            except ExtractionFailed as exc:
+                failure = exc.failure if isinstance(exc.failure, FailureRecord) else None
+                stats = exc.stats if isinstance(exc.stats, CallStats) else None
+                run = ChunkRun(episode, None, str(exc), type(exc).__name__, failure, stats)
+            except CassetteMiss as exc:
+                if not tolerate_misses:
+                    raise
+                run = ChunkRun(episode, None, str(exc), type(exc).__name__)
+        if on_done is not None:
+            on_done(run)
+        return run
+
+    return list(await asyncio.gather(*(one(e) for e in episodes)))
+
+
+def run_sync(make: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine to completion from synchronous code (Dagster ops, the CLI, tests)."""
+
+    async def main() -> T:
+        return await make()
+
+    return asyncio.run(main())

@@ -1,0 +1,55 @@
+"""Suite-wide fixtures: a hermetic environment, a suite log, and a credential-leak scan.
+
+Every test runs with the project's environment variables cleared, and every log record of the
+suite (ours, httpx's, the anthropic SDK's, Dagster's) goes to one file under the pytest base
+temp dir, so the leak scan that runs last can read everything the suite wrote.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+TEST_API_KEY = "sk-ant-test-0000-do-not-leak-7f3a9c"
+TEST_OAI_KEY = "sk-oai-test-1111-do-not-leak-2b8e4d"
+_ENV = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "EVALS_ANTHROPIC_BASE_URL",
+    "EVALS_OAI_API_KEY",
+    "EVALS_RECORD_LLM",
+    "EVALS_REPLAY_LLM",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "last: run after every other test (the leak scan)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.get_closest_marker("last") is not None)
+
+
+@pytest.fixture(autouse=True)
+def _hermetic_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in _ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def suite_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    path = tmp_path_factory.getbasetemp() / "suite.log"
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    root = logging.getLogger()
+    previous = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    yield path
+    root.removeHandler(handler)
+    root.setLevel(previous)
+    handler.close()

@@ -1,0 +1,54 @@
+import pytest
+
+from evals_pipeline.core.errors import BackendSpecError
+from evals_pipeline.core.extractors.specs import parse_backend_spec, parse_named_backend
+
+
+@pytest.mark.parametrize(
+    ("spec", "kind", "params"),
+    [
+        ("anthropic", "anthropic", {}),
+        ("anthropic:model=claude-haiku-4-5", "anthropic", {"model": "claude-haiku-4-5"}),
+        (
+            "oai-http:url=http://127.0.0.1:8765/v1/chat/completions,model=local",
+            "oai-http",
+            {"url": "http://127.0.0.1:8765/v1/chat/completions", "model": "local"},
+        ),
+        ("oai-uds:path=/tmp/mlx.sock", "oai-uds", {"path": "/tmp/mlx.sock"}),
+        ("cassette:path=baseline.jsonl", "cassette", {"path": "baseline.jsonl"}),
+        ("oracle", "oracle", {}),
+    ],
+)
+def test_reference_specs_parse(spec: str, kind: str, params: dict[str, str]) -> None:
+    parsed = parse_backend_spec(spec)
+    assert parsed.kind == kind
+    assert dict(parsed.params) == params
+
+
+@pytest.mark.parametrize(
+    ("spec", "problem"),
+    [
+        ("antropic", "unknown backend kind 'antropic'"),
+        ("oai-http:model=x", "oai-http needs url="),
+        ("oai-http:url=http://x,modle=y", "unknown parameter 'modle'"),
+        ("cassette:path", "is not NAME=VALUE"),
+        ("cassette:path=", "is empty"),
+        ("cassette:path=a,path=b", "given twice"),
+        ("anthropic:", "nothing after"),
+        ("oracle:model=x", "unknown parameter 'model' for oracle"),
+    ],
+)
+def test_typos_are_usage_errors_naming_the_spec(spec: str, problem: str) -> None:
+    with pytest.raises(BackendSpecError) as err:
+        parse_backend_spec(spec)
+    assert problem in str(err.value)
+    assert repr(spec) in str(err.value)
+
+
+def test_named_backend() -> None:
+    name, spec = parse_named_backend("baseline=cassette:path=a.jsonl")
+    assert name == "baseline" and spec.kind == "cassette"
+    with pytest.raises(BackendSpecError, match="NAME=SPEC"):
+        parse_named_backend("anthropic")
+    with pytest.raises(BackendSpecError, match="backend name"):
+        parse_named_backend("my backend=anthropic")

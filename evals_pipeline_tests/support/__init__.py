@@ -1,0 +1,1 @@
+"""Test-support code shared by the evals_pipeline test suite."""
