@@ -2,7 +2,9 @@ from evals_pipeline.core.parsing import EdgesReply, EntitiesReply, parse_structu
 
 
 def test_clean_json() -> None:
-    parsed, status = parse_structured('{"entities": [{"name": "Ada", "type": "Person"}]}', EntitiesReply)
+    parsed, status = parse_structured(
+        '{"entities": [{"name": "Ada", "type": "Person"}]}', EntitiesReply
+    )
     assert status == "clean"
     assert parsed is not None and parsed.entities[0].name == "Ada"
 

@@ -29,16 +29,21 @@ from .store import CassetteWriter
 
 class RecordingExtractor(Extractor):
     def __init__(
-        self, inner: Extractor, path: Path | str, *, sidecar_cap_bytes: int = DEFAULT_CAP_BYTES
+        self,
+        inner: Extractor,
+        path: Path | str,
+        *,
+        sidecar_cap_bytes: int = DEFAULT_CAP_BYTES,
+        write_sidecar: bool = True,
     ) -> None:
         self.inner = inner
         self.provider = inner.provider
         self.model = inner.model
         self.writer = CassetteWriter(path)
-        self.sidecar = FailureSidecar(path, cap_bytes=sidecar_cap_bytes)
+        self.sidecar = FailureSidecar(path, cap_bytes=sidecar_cap_bytes) if write_sidecar else None
 
     def _sidecar(self, exc: ExtractionFailed) -> None:
-        if isinstance(exc.failure, FailureRecord):
+        if self.sidecar is not None and isinstance(exc.failure, FailureRecord):
             self.sidecar.append(exc.failure)
 
     def _append(
@@ -76,8 +81,9 @@ class RecordingExtractor(Extractor):
             outcome,
             outcome.result.model_dump(mode="json"),
         )
-        for failure in outcome.failures:
-            self.sidecar.append(failure)
+        if self.sidecar is not None:
+            for failure in outcome.failures:
+                self.sidecar.append(failure)
         return outcome
 
     async def _classify(

@@ -31,14 +31,12 @@ class FailureSidecar(JsonlAppender):
         super().__init__(sidecar_path(cassette_path))
 
     def append(self, failure: FailureRecord) -> None:
-        data = (failure.model_dump_json() + "\n").encode("utf-8")
-        with self._lock:
-            size = self.path.stat().st_size if self.path.exists() else 0
-            if size > 0 and size + len(data) > self.cap_bytes:
-                self._rotate()
-            self._write(data)
+        self._append((failure.model_dump_json() + "\n").encode("utf-8"), self._rotate_for)
 
-    def _rotate(self) -> None:
+    def _rotate_for(self, incoming: int) -> None:
+        size = self.path.stat().st_size if self.path.exists() else 0
+        if size == 0 or size + incoming <= self.cap_bytes:
+            return
         number = 1
         while rotated_path(self.cassette_path, number).exists():
             number += 1

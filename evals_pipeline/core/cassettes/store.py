@@ -1,29 +1,26 @@
 """Reading and appending JSONL cassettes.
 
-Appends never truncate, write each record as one `write` of a whole line under a cross-process
-file lock, and flush it before returning, so a crash mid-run keeps every record already written
-and two processes recording into one file never interleave. Loading reports the first bad line
-by number.
+Appends never truncate. Each record is one `write` of a whole line, made under an exclusive
+`flock` on the file itself (two processes recording into one cassette never interleave) and
+handed to the kernel before `append` returns, so a crash mid-run keeps every record already
+written. Loading names the first bad line by number.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import threading
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from filelock import FileLock
 from pydantic import BaseModel, ValidationError
 
 from ..errors import CassetteCorrupt, CassetteDuplicateKey, CassetteMiss
 from ..files import field_path
 from .format import CassetteRecord
-
-
-def _lock_for(path: Path) -> FileLock:
-    return FileLock(str(path) + ".lock")
 
 
 class JsonlAppender:
@@ -32,28 +29,33 @@ class JsonlAppender:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = _lock_for(self.path)
-        with self._lock:
-            self.path.touch(exist_ok=True)
+        self.path.touch(exist_ok=True)
+        self._thread_lock = threading.Lock()
 
     def append_line(self, line: str) -> None:
-        data = (line.rstrip("\n") + "\n").encode("utf-8")
-        with self._lock:
-            self._write(data)
+        self._append((line.rstrip("\n") + "\n").encode("utf-8"))
 
-    def _write(self, data: bytes) -> None:
-        # O_APPEND: every write lands at the current end, whoever else appended meanwhile.
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            if self._ends_mid_line(fd):
-                # A torn last line (crash mid-write elsewhere) must not swallow this record.
-                data = b"\n" + data
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-        finally:
-            os.close(fd)
+    def _append(self, data: bytes, before_write: Callable[[int], None] | None = None) -> None:
+        """Write `data` at the end under the lock; `before_write(size)` may rotate the file."""
+        with self._thread_lock:
+            if before_write is not None:
+                before_write(len(data))
+            # O_APPEND: every write lands at the current end, whoever else appended meanwhile.
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                self._write_locked(fd, data)
+            finally:
+                os.close(fd)  # closing releases the flock
+
+    def _write_locked(self, fd: int, data: bytes) -> None:
+        if self._ends_mid_line(fd):
+            # A torn last line (crash mid-write elsewhere) must not swallow this record.
+            data = b"\n" + data
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
 
     def _ends_mid_line(self, fd: int) -> bool:
         size = os.fstat(fd).st_size
@@ -93,10 +95,12 @@ def iter_records(path: Path | str) -> Iterator[tuple[int, CassetteRecord]]:
 @dataclass
 class Cassette:
     """Recorded answers by key. `unique` (eval backends) forbids two answers for one call;
-    otherwise identical keys are served FIFO in recorded order."""
+    otherwise identical keys are served FIFO in recorded order. `consume=False` serves the first
+    answer every time (eval backends and the extraction cache, where a re-run asks again)."""
 
     paths: tuple[Path, ...]
     unique: bool
+    consume: bool
     _by_key: dict[str, deque[CassetteRecord]] = field(default_factory=dict)
     record_count: int = 0
 
@@ -108,9 +112,10 @@ class Cassette:
             if queue is not None:
                 detail = "every recorded answer for this key was already served"
             raise CassetteMiss(key, call_type, where, detail)
-        if self.unique:
-            return queue[0]
-        return queue.popleft()
+        return queue.popleft() if self.consume else queue[0]
+
+    def __contains__(self, key: str) -> bool:
+        return bool(self._by_key.get(key))
 
     def keys(self) -> Iterable[str]:
         return self._by_key.keys()
@@ -119,15 +124,28 @@ class Cassette:
         return self.record_count
 
 
-def load_cassette(paths: Path | str | Iterable[Path | str], *, unique: bool = False) -> Cassette:
-    """Load one or more cassette files as one flat set of records (order does not matter)."""
+def load_cassette(
+    paths: Path | str | Iterable[Path | str],
+    *,
+    unique: bool = False,
+    consume: bool | None = None,
+    missing_ok: bool = False,
+) -> Cassette:
+    """Load one or more cassette files as one flat set of records (order does not matter).
+
+    `consume` defaults to FIFO consumption for pipeline replay and none for `unique` loads.
+    """
     if isinstance(paths, str | Path):
         paths = [paths]
     path_list = tuple(Path(p) for p in paths)
-    cassette = Cassette(paths=path_list, unique=unique)
+    cassette = Cassette(
+        paths=path_list, unique=unique, consume=(not unique) if consume is None else consume
+    )
     first_line: dict[str, tuple[Path, int]] = {}
     for path in path_list:
         if not path.exists():
+            if missing_ok:
+                continue
             raise CassetteCorrupt(path, 0, "cassette file not found")
         for number, record in iter_records(path):
             queue = cassette._by_key.setdefault(record.key, deque())

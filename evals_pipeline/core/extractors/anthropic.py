@@ -13,7 +13,7 @@ import anthropic
 
 from ..errors import ConfigError, MalformedReply, TransportError
 from ..models import Attempt, ChatRequest
-from .base import Reply
+from .base import LoopBound, Reply
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 API_KEY_ENV = "ANTHROPIC_API_KEY"
@@ -35,17 +35,24 @@ class AnthropicTransport:
             raise ConfigError(f"the anthropic backend needs {API_KEY_ENV} to be set")
         self.provider = "anthropic"
         self.model = model
-        self._client = anthropic.AsyncAnthropic(
-            api_key=key,
-            base_url=base_url or os.environ.get(BASE_URL_ENV) or None,
-            timeout=timeout_s,
-            max_retries=max_retries,
+        self._key = key
+        self._base_url = base_url or os.environ.get(BASE_URL_ENV) or None
+        self._timeout_s = timeout_s
+        self._max_retries = max_retries
+        self._clients = LoopBound(self._new_client)
+
+    def _new_client(self) -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(
+            api_key=self._key,
+            base_url=self._base_url,
+            timeout=self._timeout_s,
+            max_retries=self._max_retries,
         )
 
     async def complete(self, request: ChatRequest) -> Reply:
         started = time.perf_counter()
         try:
-            raw = await self._client.messages.with_raw_response.create(
+            raw = await self._clients.get().messages.with_raw_response.create(
                 model=self.model,
                 max_tokens=request.max_tokens,
                 system=request.system,
@@ -69,9 +76,11 @@ class AnthropicTransport:
             raise MalformedReply(f"anthropic body is not JSON: {exc!r}", body=body) from exc
         if not isinstance(message, anthropic.types.Message):
             raise MalformedReply("anthropic body is not a Message", body=body)
-        text = "".join(block.text for block in message.content if block.type == "text")
-        return Reply(
-            attempt=Attempt(
+        # The SDK builds the Message without validating it, so a JSON body of the wrong shape
+        # (no content, no usage) only fails here, and must still become a failure record.
+        try:
+            text = "".join(block.text for block in message.content if block.type == "text")
+            attempt = Attempt(
                 text=text,
                 finish_reason=message.stop_reason,
                 truncated=message.stop_reason == "max_tokens",
@@ -79,9 +88,10 @@ class AnthropicTransport:
                 output_tokens=message.usage.output_tokens,
                 max_tokens=request.max_tokens,
                 latency_ms=latency_ms,
-            ),
-            raw_body=body,
-        )
+            )
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise MalformedReply(f"anthropic body is not a Message: {exc!r}", body=body) from exc
+        return Reply(attempt=attempt, raw_body=body)
 
     async def aclose(self) -> None:
-        await self._client.close()
+        await self._clients.aclose(lambda client: client.close())

@@ -8,11 +8,12 @@ the oracle and a live model all go through the same parsing path and are scored 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -35,6 +36,36 @@ from ..parsing import EdgesReply, EntitiesReply, TypesReply, parse_structured
 from ..prompts import render_classify_prompt, render_extract_prompts
 
 T = TypeVar("T", bound=BaseModel)
+C = TypeVar("C")
+
+
+class LoopBound(Generic[C]):
+    """One async client per event loop.
+
+    Async HTTP clients pool connections on the loop that opened them. Dagster steps, the CLI and
+    tests each run their own `asyncio.run`, so a transport keeps a client per loop instead of
+    failing with "Event loop is closed" on the second run.
+    """
+
+    def __init__(self, make: Callable[[], C]) -> None:
+        self._make = make
+        self._clients: dict[int, tuple[asyncio.AbstractEventLoop, C]] = {}
+
+    def get(self) -> C:
+        loop = asyncio.get_running_loop()
+        entry = self._clients.get(id(loop))
+        if entry is None or entry[0] is not loop:
+            for key in [k for k, (lp, _c) in self._clients.items() if lp.is_closed()]:
+                del self._clients[key]
+            entry = (loop, self._make())
+            self._clients[id(loop)] = entry
+        return entry[1]
+
+    async def aclose(self, close: Callable[[C], Awaitable[object]]) -> None:
+        """Close the client of the running loop; clients of closed loops are just dropped."""
+        entry = self._clients.pop(id(asyncio.get_running_loop()), None)
+        if entry is not None:
+            await close(entry[1])
 
 
 @dataclass(frozen=True)

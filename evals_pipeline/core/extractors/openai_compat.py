@@ -17,7 +17,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from ..errors import MalformedReply, TransportError
 from ..models import Attempt, ChatRequest
-from .base import Reply
+from .base import LoopBound, Reply
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 API_KEY_ENV = "EVALS_OAI_API_KEY"
@@ -75,11 +75,16 @@ class OpenAICompatTransport:
         self._backoff_s = backoff_s
         self._max_backoff_s = max_backoff_s
         self._temperature = temperature
+        self._uds_path = uds_path
+        self._timeout_s = timeout_s
         key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
-        headers = {"authorization": f"Bearer {key}"} if key else {}
-        transport = httpx.AsyncHTTPTransport(uds=uds_path) if uds_path else None
-        self._client = httpx.AsyncClient(
-            transport=transport, headers=headers, timeout=httpx.Timeout(timeout_s)
+        self._headers = {"authorization": f"Bearer {key}"} if key else {}
+        self._clients = LoopBound(self._new_client)
+
+    def _new_client(self) -> httpx.AsyncClient:
+        transport = httpx.AsyncHTTPTransport(uds=self._uds_path) if self._uds_path else None
+        return httpx.AsyncClient(
+            transport=transport, headers=self._headers, timeout=httpx.Timeout(self._timeout_s)
         )
 
     def _wait(self, retry_state: Any) -> float:
@@ -115,7 +120,7 @@ class OpenAICompatTransport:
         }
         started = time.perf_counter()
         try:
-            response = await self._client.post(self._url, json=payload)
+            response = await self._clients.get().post(self._url, json=payload)
         except httpx.TimeoutException as exc:
             raise _Retryable(TransportError(f"{self.provider} timeout: {exc!r}"), None) from exc
         except httpx.TransportError as exc:
@@ -142,19 +147,20 @@ class OpenAICompatTransport:
             text = choice["message"]["content"] or ""
             finish_reason = choice.get("finish_reason")
             usage = data.get("usage") or {}
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            # Inside the try: a non-numeric usage count or a non-string content is malformed too.
+            return Attempt(
+                text=text,
+                finish_reason=finish_reason,
+                truncated=finish_reason == "length",
+                input_tokens=int(usage.get("prompt_tokens") or 0),
+                output_tokens=int(usage.get("completion_tokens") or 0),
+                max_tokens=request.max_tokens,
+                latency_ms=latency_ms,
+            )
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise MalformedReply(
                 f"{self.provider} returned a body that is not a chat completion: {exc!r}", body=body
             ) from exc
-        return Attempt(
-            text=text,
-            finish_reason=finish_reason,
-            truncated=finish_reason == "length",
-            input_tokens=int(usage.get("prompt_tokens") or 0),
-            output_tokens=int(usage.get("completion_tokens") or 0),
-            max_tokens=request.max_tokens,
-            latency_ms=latency_ms,
-        )
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self._clients.aclose(lambda client: client.aclose())

@@ -100,6 +100,7 @@ def build_extractor(
     *,
     expected: Mapping[str, ExtractionResult] | None = None,
     anthropic_base_url: str | None = None,
+    anthropic_api_key: str | None = None,
     timeout_s: float = 120.0,
     max_retries: int = 2,
 ) -> Extractor:
@@ -111,6 +112,7 @@ def build_extractor(
         return TransportExtractor(
             AnthropicTransport(
                 model=spec.params.get("model", DEFAULT_MODEL),
+                api_key=anthropic_api_key,
                 base_url=anthropic_base_url,
                 timeout_s=timeout_s,
                 max_retries=max_retries,

@@ -1,0 +1,81 @@
+"""`corpus` and `run_plan`, per ontology mode: what will be extracted, and whether it may be.
+
+The guards are blocking checks on `run_plan`, so a corrupt or duplicate-keyed cassette, two
+backends replaying one cassette, or recording a replay stops the run before any extraction.
+"""
+
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    AssetsDefinition,
+    MetadataValue,
+    Output,
+    asset,
+)
+
+from ..core.cassettes.keys import extract_key
+from ..core.config import EvalsConfig
+from ..core.tables import episodes_table, table_episodes
+from ..partitions import mode_partitions
+from ..resources import EvalsResource
+
+PLAN_GUARDS = ("cassette_integrity", "distinct_cassettes", "no_record_on_replay")
+
+
+def build_corpus_assets(config: EvalsConfig) -> list[AssetsDefinition]:
+    modes = mode_partitions(config)
+
+    @asset(partitions_def=modes, io_manager_key="parquet_io", group_name="inputs")
+    def corpus(context: AssetExecutionContext, evals: EvalsResource) -> Output[pd.DataFrame]:
+        """The chunks in scope, with each chunk's cassette key under this mode's prompts."""
+        mode = context.partition_key
+        chunks = evals.corpus()
+        options = evals.options(mode)
+        table = episodes_table(chunks.chunks)
+        table["extract_key"] = [extract_key(c.episode, options) for c in chunks.chunks]
+        return Output(
+            table,
+            metadata={
+                "chunks": len(table),
+                "corpus_path": str(chunks.path),
+                "corpus_digest": chunks.digest,
+            },
+        )
+
+    @asset(
+        partitions_def=modes,
+        io_manager_key="json_io",
+        group_name="inputs",
+        check_specs=[AssetCheckSpec(name, asset="run_plan", blocking=True) for name in PLAN_GUARDS],
+    )
+    def run_plan(
+        context: AssetExecutionContext, evals: EvalsResource, corpus: pd.DataFrame
+    ) -> Iterator[Any]:
+        """The resolved plan (the same code as --dry-run); guards are its blocking checks."""
+        plan = evals.plan(table_episodes(corpus))
+        yield Output(
+            plan.to_dict(),
+            metadata={
+                "plan": MetadataValue.md(f"```\n{plan.render()}\n```"),
+                "guards": len(plan.guards),
+                "planned_extraction_calls": sum(
+                    b.planned_calls.get(context.partition_key, 0) for b in plan.backends.values()
+                ),
+            },
+        )
+        for name in PLAN_GUARDS:
+            failed = plan.guards_for(name)
+            yield AssetCheckResult(
+                check_name=name,
+                passed=not failed,
+                severity=AssetCheckSeverity.ERROR,
+                description="; ".join(g.message for g in failed) or "ok",
+            )
+
+    return [corpus, run_plan]

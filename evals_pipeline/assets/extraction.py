@@ -1,0 +1,104 @@
+"""`extractions` and `scores`, per backend and ontology mode.
+
+Each extraction partition runs one backend over the mode's chunks, concurrently up to the
+configured limit (and, across runs, the `llm` concurrency pool). Answers come from the
+extraction cache when they can, so materialising an unchanged partition again makes no call.
+"""
+
+import pandas as pd
+from dagster import (
+    AssetDep,
+    AssetExecutionContext,
+    AssetIn,
+    AssetsDefinition,
+    Failure,
+    MetadataValue,
+    Output,
+    asset,
+)
+
+from ..core.config import EvalsConfig
+from ..core.reports.report import backend_summary, float_metrics
+from ..core.runner import extract_all, run_sync
+from ..core.tables import runs_to_table, table_episodes
+from ..partitions import BY_MODE, extraction_partitions, split_key
+from ..resources import EvalsResource
+from .corpus import PLAN_GUARDS
+
+LLM_POOL = "llm"
+
+
+def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
+    partitions = extraction_partitions(config)
+
+    @asset(
+        partitions_def=partitions,
+        io_manager_key="parquet_io",
+        group_name="extraction",
+        pool=LLM_POOL,
+        ins={"corpus": AssetIn(partition_mapping=BY_MODE)},
+        deps=[AssetDep("run_plan", partition_mapping=BY_MODE)],
+    )
+    def extractions(
+        context: AssetExecutionContext, evals: EvalsResource, corpus: pd.DataFrame
+    ) -> Output[pd.DataFrame]:
+        """One row per chunk: the graph, or the error, with its calls, tokens and parse counts."""
+        backend, mode = split_key(context.partition_key)
+        episodes = table_episodes(corpus)
+        plan = evals.plan(episodes)
+        guards = [g for name in PLAN_GUARDS for g in plan.guards_for(name, backend)]
+        if guards:  # enforced here too, for runs that did not include run_plan
+            raise Failure(
+                description="; ".join(g.message for g in guards),
+                metadata={"guards": [g.check for g in guards]},
+            )
+        extractor = evals.extractor(backend)
+        options = evals.options(mode)  # type: ignore[arg-type]
+
+        async def run() -> list:
+            try:
+                return await extract_all(
+                    extractor,
+                    episodes,
+                    options,
+                    concurrency=evals.config.concurrency,
+                    tolerate_misses=True,  # a cassette's coverage shortfall is an error rate
+                )
+            finally:
+                await extractor.aclose()
+
+        table = runs_to_table(run_sync(run))
+        errors = int((~table["ok"]).sum())
+        return Output(
+            table,
+            metadata={
+                "chunks": len(table),
+                "errors": errors,
+                "extraction_calls": extractor.calls,
+                "cache_hits": extractor.hits,
+                "cache_path": str(extractor.path),
+                "spec": evals.config.backends[backend],
+            },
+        )
+
+    @asset(partitions_def=partitions, io_manager_key="json_io", group_name="extraction")
+    def scores(
+        context: AssetExecutionContext, evals: EvalsResource, extractions: pd.DataFrame
+    ) -> Output[dict]:
+        """Reliability, latency, tokens and (strict mode) vocabulary compliance of one backend."""
+        backend, mode = split_key(context.partition_key)
+        summary = backend_summary(
+            backend,
+            evals.config.backends[backend],
+            extractions,
+            reference=None,
+            ontology=evals.ontology(),
+            mode=mode,
+            prices=evals.prices(),
+        )
+        flat = float_metrics({"backends": {backend: summary}})
+        metadata: dict[str, object] = {k.split("/", 1)[1]: v for k, v in flat.items()}
+        metadata["summary"] = MetadataValue.json(summary)
+        return Output(summary, metadata=metadata)  # type: ignore[arg-type]
+
+    return [extractions, scores]

@@ -1,0 +1,149 @@
+"""`reference_comparison` and `report` per mode, and the `mode_matrix_report` over all modes.
+
+Reports are pure data (JSON) plus a Markdown rendering, written under the configured output
+folder and attached to the materialisation (Markdown as `MetadataValue.md`, headline numbers as
+floats so the UI plots them across materialisations).
+"""
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pandas as pd
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    AssetIn,
+    AssetsDefinition,
+    MetadataValue,
+    Output,
+    asset,
+)
+
+from ..core.config import EvalsConfig
+from ..core.plan import fresh_recording_guards
+from ..core.reports.assemble import assemble_mode_report
+from ..core.reports.files import write_report_files
+from ..core.reports.markdown import render_mode_matrix, render_mode_report
+from ..core.reports.plot import plot_f1_by_mode
+from ..core.reports.report import float_metrics, mode_matrix
+from ..core.scoring.strict import score_against_reference
+from ..core.tables import table_results
+from ..partitions import BY_MODE, mode_partitions, split_key
+from ..resources import EvalsResource
+
+FRESH_GUARD = "fresh_recordings_distinct"
+
+
+def _by_backend(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {split_key(key)[0]: value for key, value in values.items()}
+
+
+def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
+    modes = mode_partitions(config)
+
+    @asset(
+        partitions_def=modes,
+        io_manager_key="json_io",
+        group_name="reports",
+        ins={"extractions": AssetIn(partition_mapping=BY_MODE)},
+        check_specs=[AssetCheckSpec(FRESH_GUARD, asset="reference_comparison", blocking=True)],
+    )
+    def reference_comparison(
+        context: AssetExecutionContext,
+        evals: EvalsResource,
+        extractions: dict[str, pd.DataFrame],
+    ) -> Iterator[Any]:
+        """Strict-string P/R/F1 of every candidate against the reference backend.
+
+        This measures agreement with another model's output, not correctness.
+        """
+        tables = _by_backend(extractions)
+        reference = evals.config.reference
+        ref = table_results(tables[reference])
+        strict = {
+            name: score_against_reference(table_results(table), ref).to_dict()
+            for name, table in sorted(tables.items())
+            if name != reference
+        }
+        yield Output(
+            strict,
+            metadata={
+                f"{name}/{axis}_f1": float(scores[axis]["f1"])
+                for name, scores in strict.items()
+                for axis in ("entities", "edges", "summaries")
+            },
+        )
+        # The half of the identity guard that can only run after capture, before any report.
+        guards = fresh_recording_guards(evals.config.record_cassette)
+        yield AssetCheckResult(
+            check_name=FRESH_GUARD,
+            passed=not guards,
+            severity=AssetCheckSeverity.ERROR,
+            description="; ".join(g.message for g in guards) or "ok",
+        )
+
+    @asset(
+        partitions_def=modes,
+        io_manager_key="json_io",
+        group_name="reports",
+        ins={
+            "scores": AssetIn(partition_mapping=BY_MODE),
+            "run_plan": AssetIn(),
+        },
+    )
+    def report(
+        context: AssetExecutionContext,
+        evals: EvalsResource,
+        scores: dict[str, dict],
+        reference_comparison: dict[str, Any],
+        run_plan: dict[str, Any],
+    ) -> Output[dict]:
+        """The report for one ontology mode, as JSON and Markdown files."""
+        mode = context.partition_key
+        ontology = evals.ontology()
+        built = assemble_mode_report(
+            mode=mode,
+            reference=evals.config.reference,
+            ontology=ontology.name if ontology is not None and mode != "freeform" else None,
+            summaries=_by_backend(scores),
+            strict=reference_comparison,
+            corpus={
+                "path": run_plan["corpus_path"],
+                "digest": run_plan["corpus_digest"],
+                "chunks": run_plan["scope"],
+            },
+            judge={k: v for k, v in run_plan["judge"].items() if k != "planned_calls"},
+            notes=[n for n in run_plan["notes"] if f"({mode})" in n],
+        )
+        markdown = render_mode_report(built)
+        json_path, _md_path = write_report_files(
+            built, markdown, evals.config.output_dir / mode, "report"
+        )
+        metadata: dict[str, Any] = dict(float_metrics(built))
+        metadata["report_json"] = MetadataValue.path(str(json_path))
+        metadata["report"] = MetadataValue.md(markdown)
+        return Output(built, metadata=metadata)
+
+    @asset(io_manager_key="json_io", group_name="reports", ins={"report": AssetIn()})
+    def mode_matrix_report(
+        context: AssetExecutionContext,
+        evals: EvalsResource,
+        report: dict[str, dict],
+    ) -> Output[dict]:
+        """Every backend under every ontology mode side by side, with an F1-by-mode plot."""
+        matrix = mode_matrix(report)
+        out = evals.config.output_dir
+        markdown = render_mode_matrix(matrix)
+        json_path, _md = write_report_files(matrix, markdown, out, "mode_matrix")
+        plot = plot_f1_by_mode(matrix, out / "f1_by_mode.png")
+        metadata: dict[str, Any] = {}
+        for mode, mode_rep in matrix["reports"].items():
+            metadata.update({f"{mode}/{k}": v for k, v in float_metrics(mode_rep).items()})
+        metadata["report_json"] = MetadataValue.path(str(json_path))
+        metadata["plot"] = MetadataValue.path(str(plot))
+        metadata["report"] = MetadataValue.md(markdown)
+        return Output(matrix, metadata=metadata)
+
+    return [reference_comparison, report, mode_matrix_report]

@@ -1,0 +1,155 @@
+"""`evals-pipeline`: the operator CLI, with the reference harness's flags.
+
+    evals-pipeline --backend baseline=cassette:path=baseline.jsonl \\
+                   --backend local=oai-http:url=http://127.0.0.1:8765/v1/chat/completions \\
+                   --reference baseline [--limit N | --all] [--ontology PATH [--ontology-mode M]]
+                   [--record-cassette NAME=PATH] [--output report.json] [--dry-run]
+
+It builds the same Dagster assets as `dagster dev` and materialises them in-process. Without
+`--backend` it runs the project file (`--config`, default evals.yaml). `--dry-run` runs only
+the shared resolution code: it prints the plan, makes no call, writes nothing and exits 0.
+Exit codes: 0 success, 1 the run failed (a blocking check or a step), 2 usage or input error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .core.config import DEFAULT_SCOPE, EvalsConfig, JudgeConfig, load_config
+from .core.errors import EvalsError
+from .core.extractors.specs import parse_named_backend
+from .core.models import ONTOLOGY_MODES, OntologyMode
+from .core.ontology import load_ontology
+from .core.options import resolve_ontology_mode
+
+USAGE_ERROR = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="evals-pipeline",
+        description="Did this prompt or model change make extraction worse?",
+    )
+    p.add_argument("--config", type=Path, help="project file (default evals.yaml)")
+    p.add_argument("--backend", action="append", default=[], metavar="NAME=SPEC")
+    p.add_argument("--reference", metavar="NAME")
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument("--limit", type=int, metavar="N", help=f"first N chunks ({DEFAULT_SCOPE})")
+    scope.add_argument("--all", action="store_true", help="every chunk of the corpus")
+    p.add_argument("--corpus", type=Path, default=Path("corpus/prose/chunks.jsonl"))
+    p.add_argument("--ontology", type=Path)
+    p.add_argument("--ontology-mode", choices=[m for m in ONTOLOGY_MODES if m != "freeform"])
+    p.add_argument("--record-cassette", action="append", default=[], metavar="NAME=PATH")
+    p.add_argument("--output", type=Path, help="also write the report JSON here")
+    p.add_argument("--output-dir", type=Path, default=Path("reports"))
+    p.add_argument("--cache-dir", type=Path, default=Path(".evals_cache"))
+    p.add_argument("--concurrency", type=int, default=8)
+    p.add_argument("--judge-cache", type=Path, default=Path("judge_cache.jsonl"))
+    p.add_argument("--judge-model", default=JudgeConfig().model)
+    p.add_argument("--judge-mode", choices=["reference", "pairwise", "both"], default="reference")
+    p.add_argument("--dry-run", action="store_true", help="print the plan; call and write nothing")
+    p.add_argument("--verbose", action="store_true", help="print Dagster's event log")
+    return p
+
+
+def _config_from_flags(args: argparse.Namespace, parser: argparse.ArgumentParser) -> EvalsConfig:
+    backends: dict[str, str] = {}
+    for item in args.backend:
+        name, spec = parse_named_backend(item)
+        if name in backends:
+            parser.error(f"--backend {name} given twice")
+        backends[name] = spec.raw
+    if args.reference is None:
+        parser.error("--reference is required with --backend")
+    record: dict[str, Path] = {}
+    for item in args.record_cassette:
+        name, eq, path = item.partition("=")
+        if not eq or not path:
+            parser.error(f"--record-cassette expects NAME=PATH, got {item!r}")
+        record[name] = Path(path)
+    ontology = load_ontology(args.ontology) if args.ontology else None
+    mode: OntologyMode = resolve_ontology_mode(ontology, args.ontology_mode)
+    config = EvalsConfig(
+        backends=backends,
+        reference=args.reference,
+        corpus=args.corpus,
+        scope="all" if args.all else (args.limit or DEFAULT_SCOPE),
+        ontology=args.ontology,
+        modes=(mode,),
+        record_cassette=record,
+        output_dir=args.output_dir,
+        cache_dir=args.cache_dir,
+        concurrency=args.concurrency,
+        judge=JudgeConfig(model=args.judge_model, mode=args.judge_mode, cache=args.judge_cache),
+    )
+    return config.check("command line").resolved_against(Path.cwd())
+
+
+def _config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> EvalsConfig:
+    if args.ontology_mode and not args.ontology:
+        parser.error("--ontology-mode needs --ontology (there is nothing to apply the mode to)")
+    if args.backend:
+        return _config_from_flags(args, parser)
+    config = load_config(args.config or Path("evals.yaml"))
+    if args.ontology_mode:
+        config = config.model_copy(update={"modes": (args.ontology_mode,)})
+    if args.all or args.limit:
+        config = config.model_copy(update={"scope": "all" if args.all else args.limit})
+    return config
+
+
+def dry_run(config: EvalsConfig) -> str:
+    """The plan, from the same resolution code a real run uses."""
+    from .core.corpus import load_prose_corpus
+    from .core.plan import plan_run
+
+    ontology = load_ontology(config.ontology) if config.ontology else None
+    corpus = load_prose_corpus(config.corpus, ontology).scoped(config.limit)
+    plan = plan_run(
+        config,
+        list(corpus.episodes()),
+        ontology,
+        corpus_path=str(corpus.path),
+        corpus_digest=corpus.digest,
+    )
+    return plan.render()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        config = _config(args, parser)
+        if args.dry_run:
+            print(dry_run(config))
+            return 0
+        from .materialize import materialize_all
+
+        outcome = materialize_all(config, quiet=not args.verbose)
+    except EvalsError as exc:
+        print(f"evals-pipeline: error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    for line in outcome.failed_checks:
+        print(f"FAILED CHECK {line}", file=sys.stderr)
+    for line in outcome.failed_steps:
+        print(f"FAILED STEP {line}", file=sys.stderr)
+    if not outcome.success or outcome.report_path is None:
+        print("run failed; downstream assets were not materialised", file=sys.stderr)
+        return 1
+    reports = [config.output_dir / mode / "report.json" for mode in config.active_modes]
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(reports[0] if len(reports) == 1 else outcome.report_path, args.output)
+    for path in reports:
+        print(f"report: {path.with_suffix('.md')}")
+    if args.output is not None:
+        print(f"report JSON: {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""The extraction cache: a cassette per backend that makes re-materialisation free.
+
+Dagster never skips work by itself, so "re-running an unchanged report reuses upstream
+results" comes from here: every successful extraction is appended to a cassette named by a
+fingerprint of what could change the answer (the spec; a replayed cassette's bytes; the
+oracle's expected graphs), and a later run serves from it without calling the backend.
+Failures are not cached, so they are retried.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..extractors.base import Extractor, classify_entities_items, classify_relations_items
+from ..extractors.specs import BackendSpec
+from ..models import ClassifyOutcome, Edge, Entity, Episode, ExtractionOutcome
+from ..options import ExtractOptions
+from .keys import classify_key, extract_key
+from .record import RecordingExtractor
+from .replay import ReplayingExtractor
+from .store import load_cassette
+
+
+def file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def backend_fingerprint(spec: BackendSpec, *, corpus_digest: str) -> str:
+    """What, besides the prompt (already in every key), decides a backend's answers."""
+    material = [spec.kind, spec.raw]
+    if spec.cassette_path is not None and spec.cassette_path.exists():
+        material.append(file_digest(spec.cassette_path))
+    if spec.kind == "oracle":
+        material.append(corpus_digest)
+    return hashlib.sha256("\0".join(material).encode()).hexdigest()[:16]
+
+
+def cache_path(cache_dir: Path, backend: str, fingerprint: str) -> Path:
+    return cache_dir / "extractions" / f"{backend}-{fingerprint}.jsonl"
+
+
+class CachingExtractor(Extractor):
+    """Serve from the cache when the key is there; otherwise call `inner` and remember it.
+
+    `calls` counts the calls that reached the backend, `hits` those the cache answered. With
+    `read=False` the cache is written but never served from (a backend being recorded).
+    """
+
+    def __init__(self, inner: Extractor, path: Path, *, read: bool = True) -> None:
+        self.inner = inner
+        self.provider = inner.provider
+        self.model = inner.model
+        self.path = path
+        cassette = load_cassette(path if read else [], consume=False, missing_ok=True)
+        self._cached = ReplayingExtractor(cassette)
+        self._recorder = RecordingExtractor(inner, path, write_sidecar=False)
+        self.calls = 0
+        self.hits = 0
+
+    async def extract(self, episode: Episode, options: ExtractOptions) -> ExtractionOutcome:
+        if extract_key(episode, options) in self._cached.cassette:
+            self.hits += 1
+            return await self._cached.extract(episode, options)
+        self.calls += 1
+        return await self._recorder.extract(episode, options)
+
+    async def classify_entities(
+        self, entities: Sequence[Entity], types: Sequence[str]
+    ) -> ClassifyOutcome:
+        key = classify_key("classify_entities", classify_entities_items(entities), types)
+        if key in self._cached.cassette:
+            self.hits += 1
+            return await self._cached.classify_entities(entities, types)
+        self.calls += 1
+        return await self._recorder.classify_entities(entities, types)
+
+    async def classify_relations(
+        self, edges: Sequence[Edge], types: Sequence[str]
+    ) -> ClassifyOutcome:
+        key = classify_key("classify_relations", classify_relations_items(edges), types)
+        if key in self._cached.cassette:
+            self.hits += 1
+            return await self._cached.classify_relations(edges, types)
+        self.calls += 1
+        return await self._recorder.classify_relations(edges, types)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

@@ -1,0 +1,132 @@
+"""The project file (`evals.yaml`): which backends run, against what, under which ontology modes.
+
+Relative paths resolve against the file's own folder, so a config means the same thing from any
+working directory. Every problem is an InputFileError naming the file and the field.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .errors import BackendSpecError, InputFileError
+from .extractors.specs import BackendSpec, parse_backend_spec, parse_named_backend
+from .files import load_yaml, validate_file_model
+from .models import ONTOLOGY_MODES, OntologyMode
+from .options import DEFAULT_MAX_TOKENS_EDGES, DEFAULT_MAX_TOKENS_ENTITIES
+
+DEFAULT_SCOPE = 50
+JudgeMode = Literal["reference", "pairwise", "both"]
+
+
+class JudgeConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = "claude-sonnet-4-6"
+    mode: JudgeMode = "reference"
+    cache: Path = Path("judge_cache.jsonl")
+
+
+class EvalsConfig(BaseModel):
+    """A whole eval run. `scope` is a chunk count (first N in corpus order) or "all"."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    backends: dict[str, str] = Field(min_length=1)
+    reference: str
+    corpus: Path = Path("corpus/prose/chunks.jsonl")
+    scope: int | Literal["all"] = DEFAULT_SCOPE
+    ontology: Path | None = None
+    modes: tuple[OntologyMode, ...] | None = None
+    record_cassette: dict[str, Path] = Field(default_factory=dict)
+    output_dir: Path = Path("reports")
+    cache_dir: Path = Path(".evals_cache")
+    concurrency: int = Field(default=8, ge=1)
+    max_tokens_entities: int = Field(default=DEFAULT_MAX_TOKENS_ENTITIES, ge=1)
+    max_tokens_edges: int = Field(default=DEFAULT_MAX_TOKENS_EDGES, ge=1)
+    prices: Path | None = None
+    judge: JudgeConfig = Field(default_factory=JudgeConfig)
+
+    @field_validator("scope")
+    @classmethod
+    def _positive_scope(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and value < 1:
+            raise ValueError("scope must be a positive chunk count or 'all'")
+        return value
+
+    @property
+    def limit(self) -> int | None:
+        return None if self.scope == "all" else int(self.scope)
+
+    @property
+    def active_modes(self) -> tuple[OntologyMode, ...]:
+        """Modes to run: as configured, else all three with an ontology and freeform without."""
+        if self.modes is not None:
+            return self.modes
+        return ONTOLOGY_MODES if self.ontology is not None else ("freeform",)
+
+    @property
+    def specs(self) -> dict[str, BackendSpec]:
+        return {name: parse_backend_spec(spec) for name, spec in self.backends.items()}
+
+    def check(self, source: Path | str) -> EvalsConfig:
+        """Cross-field rules, each failure naming the field it is about."""
+        for name, spec in self.backends.items():
+            try:
+                parse_named_backend(f"{name}={spec}")
+            except BackendSpecError as exc:
+                raise InputFileError(source, exc.problem, field=f"backends.{name}") from None
+        if self.reference not in self.backends:
+            raise InputFileError(
+                source,
+                f"reference {self.reference!r} is not one of the backends {sorted(self.backends)}",
+                field="reference",
+            )
+        for name in self.record_cassette:
+            if name not in self.backends:
+                raise InputFileError(
+                    source, f"no backend named {name!r}", field=f"record_cassette.{name}"
+                )
+        if self.ontology is None and any(m != "freeform" for m in self.active_modes):
+            raise InputFileError(source, "open and strict modes need an ontology", field="modes")
+        if self.modes is not None and len(set(self.modes)) != len(self.modes):
+            raise InputFileError(source, "a mode is listed twice", field="modes")
+        return self
+
+    def resolved_against(self, base: Path) -> EvalsConfig:
+        """The same config with every relative path made absolute against `base`."""
+
+        def fix(path: Path) -> Path:
+            return path if path.is_absolute() else (base / path).resolve()
+
+        backends = {}
+        for name, spec in self.backends.items():
+            parsed = parse_backend_spec(spec)
+            if parsed.kind in ("cassette", "oai-uds"):
+                path = fix(Path(parsed.params["path"]))
+                rest = [f"{k}={v}" for k, v in parsed.params.items() if k != "path"]
+                spec = f"{parsed.kind}:" + ",".join([f"path={path}", *rest])
+            backends[name] = spec
+        return self.model_copy(
+            update={
+                "backends": backends,
+                "corpus": fix(self.corpus),
+                "ontology": fix(self.ontology) if self.ontology else None,
+                "record_cassette": {k: fix(v) for k, v in self.record_cassette.items()},
+                "output_dir": fix(self.output_dir),
+                "cache_dir": fix(self.cache_dir),
+                "prices": fix(self.prices) if self.prices else None,
+                "judge": self.judge.model_copy(update={"cache": fix(self.judge.cache)}),
+            }
+        )
+
+
+def load_config(path: Path | str) -> EvalsConfig:
+    path = Path(path).resolve()
+    data = load_yaml(path)
+    if not isinstance(data, dict):
+        raise InputFileError(path, "a config file must be a YAML mapping")
+    config = validate_file_model(EvalsConfig, data, path).check(path)
+    return config.resolved_against(path.parent)

@@ -1,0 +1,276 @@
+"""Resolving a run before it runs: the plan a dry run prints and the guards a real run enforces.
+
+`plan_run` is the only resolution code. `--dry-run` prints its result and stops; a real run
+(the `run_plan` asset and the extraction step) refuses to start while it reports a guard, so
+the preview cannot drift from what actually happens. Resolving reads cassettes and the
+extraction cache from disk; it never builds a client, reads a key or makes a call.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+from .cassettes.cache import backend_fingerprint, cache_path, file_digest
+from .cassettes.keys import extract_key
+from .cassettes.store import Cassette, load_cassette
+from .config import EvalsConfig
+from .errors import CassetteCorrupt, CassetteDuplicateKey
+from .extractors.anthropic import API_KEY_ENV
+from .models import Episode, OntologyMode
+from .ontology import Ontology
+from .options import ExtractOptions
+
+JUDGE_AXES = ("entities", "edges", "summaries")
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A condition that aborts a real run. `check` names the Dagster asset check enforcing it."""
+
+    check: str
+    backends: tuple[str, ...]
+    message: str
+
+
+@dataclass
+class BackendPlan:
+    name: str
+    spec: str
+    kind: str
+    action: str  # live | replay | oracle
+    cassette_path: str | None = None
+    cassette_records: int | None = None
+    record_to: str | None = None
+    cache_path: str | None = None
+    coverage: dict[str, int] = field(default_factory=dict)  # mode -> chunks the cassette answers
+    cache_hits: dict[str, int] = field(default_factory=dict)  # mode -> chunks already cached
+    planned_calls: dict[str, int] = field(default_factory=dict)  # mode -> outbound LLM calls
+
+
+@dataclass
+class RunPlan:
+    corpus_path: str
+    corpus_digest: str
+    scope: int
+    modes: tuple[str, ...]
+    reference: str
+    backends: dict[str, BackendPlan]
+    guards: list[Guard]
+    notes: list[str]
+    judge: dict[str, Any]
+
+    def guards_for(self, check: str, backend: str | None = None) -> list[Guard]:
+        return [
+            g
+            for g in self.guards
+            if g.check == check and (backend is None or backend in g.backends)
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def render(self) -> str:
+        """The human-readable plan `--dry-run` prints."""
+        lines = [
+            f"corpus: {self.corpus_path} (digest {self.corpus_digest[:12]}), scope {self.scope} "
+            "chunks",
+            f"ontology modes: {', '.join(self.modes)}; reference: {self.reference}",
+            "backends:",
+        ]
+        for plan in self.backends.values():
+            detail = plan.action
+            if plan.cassette_path is not None:
+                records = "unreadable" if plan.cassette_records is None else plan.cassette_records
+                detail += f" from {plan.cassette_path} ({records} records)"
+            if plan.record_to:
+                detail += f", recording to {plan.record_to}"
+            calls = ", ".join(f"{m}: {n}" for m, n in plan.planned_calls.items())
+            cached = ", ".join(f"{m}: {n}" for m, n in plan.cache_hits.items())
+            if plan.coverage:
+                covered = ", ".join(f"{m}: {n}/{self.scope}" for m, n in plan.coverage.items())
+                detail += f"; covers {covered} chunks"
+            lines.append(f"  {plan.name} = {plan.spec}: {detail}")
+            lines.append(f"    planned extraction calls: {calls}; already cached: {cached}")
+        judge = self.judge
+        lines.append(
+            f"judge: {judge['status']} ({judge['reason']}); {judge['mode']} mode would make "
+            f"{judge['planned_calls']} judge calls with {judge['model']}"
+        )
+        if self.guards:
+            lines.append("guards that would abort a real run:")
+            lines += [f"  [{g.check}] {g.message}" for g in self.guards]
+        else:
+            lines.append("guards: none would abort")
+        lines += [f"note: {note}" for note in self.notes]
+        return "\n".join(lines)
+
+
+def _load_for_plan(
+    name: str, path: Path, guards: list[Guard]
+) -> tuple[Cassette | None, int | None]:
+    try:
+        cassette = load_cassette(path, unique=True)
+    except CassetteDuplicateKey as exc:
+        guards.append(Guard("cassette_integrity", (name,), f"{name}: {exc}"))
+        return None, None
+    except CassetteCorrupt as exc:
+        guards.append(Guard("cassette_integrity", (name,), f"{name}: {exc}"))
+        return None, None
+    return cassette, len(cassette)
+
+
+def _identity_guards(config: EvalsConfig, guards: list[Guard]) -> None:
+    cassettes = {
+        name: spec.cassette_path
+        for name, spec in config.specs.items()
+        if spec.cassette_path is not None
+    }
+    for (a, path_a), (b, path_b) in combinations(sorted(cassettes.items()), 2):
+        if path_a.resolve() == path_b.resolve():
+            guards.append(
+                Guard(
+                    "distinct_cassettes",
+                    (a, b),
+                    f"backends {a} and {b} replay the same cassette {path_a}: the comparison "
+                    "would be degenerate",
+                )
+            )
+        elif path_a.exists() and path_b.exists() and file_digest(path_a) == file_digest(path_b):
+            guards.append(
+                Guard(
+                    "distinct_cassettes",
+                    (a, b),
+                    f"backends {a} and {b} replay byte-identical cassettes ({path_a}, {path_b})",
+                )
+            )
+    for name in config.record_cassette:
+        if config.specs[name].kind == "cassette":
+            guards.append(
+                Guard(
+                    "no_record_on_replay",
+                    (name,),
+                    f"backend {name} replays a cassette and also has record_cassette: "
+                    "recording a replay is meaningless",
+                )
+            )
+
+
+def judge_plan(
+    config: EvalsConfig, scope: int, environ: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Planned judge calls: reference mode costs candidates x 3 axes per chunk and mode; pairwise
+    costs C(N,2) x 2 slot orders x 3 axes."""
+    env = os.environ if environ is None else environ
+    n = len(config.backends)
+    per_chunk = 0
+    if config.judge.mode in ("reference", "both"):
+        per_chunk += (n - 1) * len(JUDGE_AXES)
+    if config.judge.mode in ("pairwise", "both"):
+        per_chunk += n * (n - 1) // 2 * 2 * len(JUDGE_AXES)
+    has_key = bool(env.get(API_KEY_ENV))
+    return {
+        "status": "planned" if has_key else "skipped",
+        "reason": (
+            f"LLM-as-judge scoring is not implemented yet; {API_KEY_ENV} is set but unused"
+            if has_key
+            else f"{API_KEY_ENV} is not set; strict-string scores only"
+        ),
+        "model": config.judge.model,
+        "mode": config.judge.mode,
+        # What judging this scope costs; made only when a key is set.
+        "planned_calls": per_chunk * scope * len(config.active_modes),
+    }
+
+
+def plan_run(
+    config: EvalsConfig,
+    episodes: Sequence[Episode],
+    ontology: Ontology | None,
+    *,
+    corpus_path: str,
+    corpus_digest: str,
+    environ: Mapping[str, str] | None = None,
+) -> RunPlan:
+    """Resolve every backend exactly as a real run would, without making a call."""
+    guards: list[Guard] = []
+    notes: list[str] = []
+    _identity_guards(config, guards)
+    options = {
+        mode: ExtractOptions.for_mode(
+            mode, ontology, config.max_tokens_entities, config.max_tokens_edges
+        )
+        for mode in config.active_modes
+    }
+    keys = {mode: [extract_key(e, opts) for e in episodes] for mode, opts in options.items()}
+    backends: dict[str, BackendPlan] = {}
+    for name, spec in config.specs.items():
+        action = (
+            "replay" if spec.kind == "cassette" else "oracle" if spec.kind == "oracle" else "live"
+        )
+        plan = BackendPlan(name=name, spec=spec.raw, kind=spec.kind, action=action)
+        record = config.record_cassette.get(name)
+        plan.record_to = str(record) if record is not None else None
+        cassette = None
+        if spec.cassette_path is not None:
+            plan.cassette_path = str(spec.cassette_path)
+            cassette, plan.cassette_records = _load_for_plan(name, spec.cassette_path, guards)
+        cache_file = cache_path(
+            config.cache_dir, name, backend_fingerprint(spec, corpus_digest=corpus_digest)
+        )
+        plan.cache_path = str(cache_file)
+        cache = _cache_for_plan(cache_file)
+        for mode, mode_keys in keys.items():
+            cached = sum(1 for k in mode_keys if k in cache) if cache is not None else 0
+            plan.cache_hits[mode] = cached
+            if cassette is not None:
+                covered = sum(1 for k in mode_keys if k in cassette)
+                plan.coverage[mode] = covered
+                if covered < len(mode_keys):
+                    notes.append(
+                        f"{name} ({mode}): the cassette covers {covered} of {len(mode_keys)} "
+                        "chunks in scope; the rest will count as errors (coverage, not abort)"
+                    )
+            plan.planned_calls[mode] = 2 * (len(mode_keys) - cached) if action == "live" else 0
+        backends[name] = plan
+    return RunPlan(
+        corpus_path=corpus_path,
+        corpus_digest=corpus_digest,
+        scope=len(episodes),
+        modes=tuple(config.active_modes),
+        reference=config.reference,
+        backends=backends,
+        guards=guards,
+        notes=notes,
+        judge=judge_plan(config, len(episodes), environ),
+    )
+
+
+def _cache_for_plan(path: Path) -> Cassette | None:
+    try:
+        return load_cassette(path, consume=False, missing_ok=True)
+    except CassetteCorrupt:
+        return None
+
+
+def fresh_recording_guards(record_paths: Mapping[str, Path]) -> list[Guard]:
+    """Post-run half of the identity guard: freshly recorded cassettes must differ."""
+    existing = {n: p for n, p in record_paths.items() if p.exists() and p.stat().st_size > 0}
+    digests = {name: file_digest(path) for name, path in existing.items()}
+    return [
+        Guard(
+            "fresh_recordings_distinct",
+            (a, b),
+            f"freshly recorded cassettes of {a} and {b} are byte-identical",
+        )
+        for a, b in combinations(sorted(digests), 2)
+        if digests[a] == digests[b]
+    ]
+
+
+def modes_of(plan: RunPlan) -> tuple[OntologyMode, ...]:
+    return tuple(plan.modes)  # type: ignore[arg-type]

@@ -1,0 +1,166 @@
+"""Strict-string comparison of a candidate backend's extractions against a reference backend's.
+
+This is *reference mode*: the reference is another model's output, not ground truth. A high score
+means the candidate extracted the same strings as the reference backend did; it says nothing
+about whether either of them is correct. A candidate that finds a real entity the reference
+missed is penalised here (a false positive), exactly as one that hallucinates.
+
+Items are compared as normalised strings (casefolded, whitespace collapsed), with multiset
+semantics: an item the reference lists twice must be extracted twice to earn two true positives,
+and matches are one-to-one (a Counter intersection), so duplicates cannot be double-counted.
+
+- entities: by normalised name;
+- edges: by (source, relation, target), each normalised; direction matters, so a reversed edge
+  is one false positive and one false negative;
+- summaries: by (entity name, summary), each normalised. Entities with an empty summary carry no
+  summary to compare and are left out of this axis (they still count on the entity axis).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..models import ExtractionResult
+
+AXES: tuple[str, ...] = ("entities", "edges", "summaries")
+
+
+def normalize(s: str) -> str:
+    """Casefold, collapse runs of whitespace to one space, and strip."""
+    return " ".join(s.casefold().split())
+
+
+def _ratio(num: int, den: int) -> float:
+    return num / den if den else 0.0
+
+
+@dataclass(frozen=True)
+class PRF:
+    """True positives, false positives and false negatives on one axis, with derived scores.
+
+    When there is nothing on either side (tp = fp = fn = 0) precision, recall and F1 are all 1.0:
+    both backends agree that the chunk holds nothing of this kind, and agreeing on "nothing" is
+    agreement. Scoring it 0.0 would punish a candidate for matching the reference exactly, and
+    pooling never depends on it (pooled counts are summed first, then scored).
+    """
+
+    tp: int = 0
+    fp: int = 0
+    fn: int = 0
+
+    @property
+    def _empty(self) -> bool:
+        return self.tp == 0 and self.fp == 0 and self.fn == 0
+
+    @property
+    def precision(self) -> float:
+        return 1.0 if self._empty else _ratio(self.tp, self.tp + self.fp)
+
+    @property
+    def recall(self) -> float:
+        return 1.0 if self._empty else _ratio(self.tp, self.tp + self.fn)
+
+    @property
+    def f1(self) -> float:
+        if self._empty:
+            return 1.0
+        p, r = self.precision, self.recall
+        return 2 * p * r / (p + r) if p + r else 0.0
+
+    def __add__(self, other: PRF) -> PRF:
+        if not isinstance(other, PRF):
+            return NotImplemented
+        return PRF(self.tp + other.tp, self.fp + other.fp, self.fn + other.fn)
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {
+            "precision": self.precision,
+            "recall": self.recall,
+            "f1": self.f1,
+            "tp": self.tp,
+            "fp": self.fp,
+            "fn": self.fn,
+        }
+
+
+def _keys(result: ExtractionResult | None, axis: str) -> Counter[Hashable]:
+    if result is None:
+        return Counter()
+    items: Iterable[Hashable]
+    if axis == "entities":
+        items = (normalize(e.name) for e in result.entities)
+    elif axis == "edges":
+        items = (
+            (normalize(e.source), normalize(e.relation), normalize(e.target)) for e in result.edges
+        )
+    elif axis == "summaries":
+        items = (
+            (normalize(e.name), normalize(e.summary))
+            for e in result.entities
+            if normalize(e.summary)
+        )
+    else:
+        raise ValueError(f"unknown axis {axis!r} (expected one of {AXES})")
+    return Counter(items)
+
+
+def _prf(candidate: Counter[Hashable], reference: Counter[Hashable]) -> PRF:
+    tp = sum((candidate & reference).values())
+    return PRF(tp=tp, fp=sum(candidate.values()) - tp, fn=sum(reference.values()) - tp)
+
+
+def compare(candidate: ExtractionResult | None, reference: ExtractionResult) -> dict[str, PRF]:
+    """PRF per axis for one chunk. A None candidate (a failed chunk) misses every reference item."""
+    return {axis: _prf(_keys(candidate, axis), _keys(reference, axis)) for axis in AXES}
+
+
+@dataclass(frozen=True)
+class StrictScores:
+    """Micro-averaged (pooled) scores over every chunk the reference extracted successfully."""
+
+    entities: PRF
+    edges: PRF
+    summaries: PRF
+    chunks_compared: int
+    skipped_chunks: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "entities": self.entities.to_dict(),
+            "edges": self.edges.to_dict(),
+            "summaries": self.summaries.to_dict(),
+            "chunks_compared": self.chunks_compared,
+            "skipped_chunks": self.skipped_chunks,
+        }
+
+
+def score_against_reference(
+    candidate: Mapping[str, ExtractionResult | None],
+    reference: Mapping[str, ExtractionResult | None],
+) -> StrictScores:
+    """Pool per-chunk counts over the reference's chunks.
+
+    A chunk missing from `candidate` counts as a failed candidate chunk (all FN). A chunk the
+    reference failed on has nothing to compare against: it is skipped and counted in
+    `skipped_chunks`. Chunks only the candidate has are outside the reference's scope and ignored.
+    """
+    totals = {axis: PRF() for axis in AXES}
+    compared = skipped = 0
+    for chunk in sorted(reference):
+        ref = reference[chunk]
+        if ref is None:
+            skipped += 1
+            continue
+        compared += 1
+        for axis, prf in compare(candidate.get(chunk), ref).items():
+            totals[axis] = totals[axis] + prf
+    return StrictScores(
+        entities=totals["entities"],
+        edges=totals["edges"],
+        summaries=totals["summaries"],
+        chunks_compared=compared,
+        skipped_chunks=skipped,
+    )

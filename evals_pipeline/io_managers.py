@@ -1,0 +1,50 @@
+"""Where asset values live: tables as Parquet, plans and reports as JSON, under one folder.
+
+Both build on Dagster's UPathIOManager, which already knows how to store one file per partition
+and hand a fan-in asset a dict of partition key -> value; only the file format is ours.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+from dagster import ConfigurableIOManagerFactory, InputContext, OutputContext, UPathIOManager
+from upath import UPath
+
+
+class _ParquetIOManager(UPathIOManager):
+    extension = ".parquet"
+
+    def dump_to_path(self, context: OutputContext, obj: pd.DataFrame, path: UPath) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        obj.to_parquet(str(path), engine="pyarrow", index=False)
+
+    def load_from_path(self, context: InputContext, path: UPath) -> pd.DataFrame:
+        return pd.read_parquet(str(path), engine="pyarrow")
+
+
+class _JsonIOManager(UPathIOManager):
+    extension = ".json"
+
+    def dump_to_path(self, context: OutputContext, obj: Any, path: UPath) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(obj, indent=2, sort_keys=True, allow_nan=False) + "\n")
+
+    def load_from_path(self, context: InputContext, path: UPath) -> Any:
+        return json.loads(path.read_text())
+
+
+class ParquetIOManager(ConfigurableIOManagerFactory):
+    base_dir: str
+
+    def create_io_manager(self, context: Any) -> _ParquetIOManager:
+        return _ParquetIOManager(base_path=UPath(self.base_dir))
+
+
+class JsonIOManager(ConfigurableIOManagerFactory):
+    base_dir: str
+
+    def create_io_manager(self, context: Any) -> _JsonIOManager:
+        return _JsonIOManager(base_path=UPath(self.base_dir))

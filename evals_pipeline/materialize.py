@@ -1,0 +1,139 @@
+"""Materialise every partition of the pipeline and wait: the README's main command and CI's.
+
+No Dagster CLI command does this (`dagster job backfill` only queues runs for a daemon), so
+this driver runs the same definitions layer by layer, one in-process run per partition:
+inputs per mode, extraction per backend and mode, reports per mode, then the mode matrix. A
+failed blocking check stops it before the layers downstream, with a non-zero exit.
+
+    python -m evals_pipeline.materialize [--config evals.yaml]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dagster import DagsterInstance, Definitions, materialize
+
+from .core.config import EvalsConfig, load_config
+from .graph import build_definitions, default_config_path
+from .partitions import extraction_key
+
+# Dagster's console logger prints every event at DEBUG; the driver's own summary is enough.
+QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+@dataclass
+class MaterializeResult:
+    success: bool = True
+    runs: int = 0
+    extraction_calls: int = 0
+    cache_hits: int = 0
+    failed_checks: list[str] = field(default_factory=list)
+    failed_steps: list[str] = field(default_factory=list)
+    report_path: Path | None = None
+
+
+def default_instance() -> DagsterInstance:
+    """DAGSTER_HOME if set; else the repository's dagster.yaml when run from its root."""
+    if os.environ.get("DAGSTER_HOME"):
+        return DagsterInstance.get()
+    if Path("dagster.yaml").is_file():
+        return DagsterInstance.from_config(str(Path.cwd()))
+    return DagsterInstance.ephemeral()
+
+
+def _run(
+    defs: Definitions,
+    instance: DagsterInstance,
+    selection: list[str],
+    partition_key: str | None,
+    outcome: MaterializeResult,
+    quiet: bool,
+) -> bool:
+    assets = list(defs.assets or [])
+    result = materialize(
+        assets,  # type: ignore[arg-type]
+        selection=selection,
+        partition_key=partition_key,
+        instance=instance,
+        resources=defs.resources,
+        raise_on_error=False,
+        run_config=QUIET_RUN_CONFIG if quiet else None,
+    )
+    outcome.runs += 1
+    for event in result.get_asset_materialization_events():
+        meta = event.materialization.metadata
+        if "extraction_calls" in meta:
+            outcome.extraction_calls += int(meta["extraction_calls"].value)  # type: ignore[arg-type]
+            outcome.cache_hits += int(meta["cache_hits"].value)  # type: ignore[arg-type]
+    where = f"[{partition_key}]" if partition_key else ""
+    for evaluation in result.get_asset_check_evaluations():
+        if not evaluation.passed:
+            outcome.failed_checks.append(
+                f"{evaluation.asset_key.to_user_string()}{where} {evaluation.check_name}: "
+                f"{evaluation.description}"
+            )
+    for event in result.all_events:
+        if event.is_step_failure:
+            outcome.failed_steps.append(f"{event.step_key}{where}")
+    if not result.success:
+        outcome.success = False
+    return result.success
+
+
+def materialize_all(
+    config: EvalsConfig,
+    instance: DagsterInstance | None = None,
+    defs: Definitions | None = None,
+    *,
+    quiet: bool = False,
+) -> MaterializeResult:
+    defs = defs or build_definitions(config)
+    instance = instance or default_instance()
+    outcome = MaterializeResult()
+    for mode in config.active_modes:
+        if not _run(defs, instance, ["corpus", "run_plan"], mode, outcome, quiet):
+            return outcome
+        for backend in sorted(config.backends):
+            key = str(extraction_key(backend, mode))
+            if not _run(defs, instance, ["extractions", "scores"], key, outcome, quiet):
+                return outcome
+        if not _run(defs, instance, ["reference_comparison", "report"], mode, outcome, quiet):
+            return outcome
+    if _run(defs, instance, ["mode_matrix_report"], None, outcome, quiet):
+        outcome.report_path = config.output_dir / "mode_matrix.md"
+    return outcome
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m evals_pipeline.materialize")
+    parser.add_argument("--config", type=Path, default=None, help="default: evals.yaml")
+    parser.add_argument("--verbose", action="store_true", help="print Dagster's event log")
+    args = parser.parse_args(argv)
+    config = load_config(args.config or default_config_path())
+    outcome = materialize_all(config, quiet=not args.verbose)
+    print(
+        f"{outcome.runs} runs; {outcome.extraction_calls} extraction calls, "
+        f"{outcome.cache_hits} answered from the extraction cache",
+        file=sys.stderr,
+    )
+    for line in outcome.failed_checks:
+        print(f"FAILED CHECK {line}", file=sys.stderr)
+    for line in outcome.failed_steps:
+        print(f"FAILED STEP {line}", file=sys.stderr)
+    if not outcome.success or outcome.report_path is None:
+        print("materialisation failed; downstream assets were not materialised", file=sys.stderr)
+        return 1
+    for mode in config.active_modes:
+        print(f"report ({mode}): {config.output_dir / mode / 'report.md'}")
+    print(f"report: {outcome.report_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

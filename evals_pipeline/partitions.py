@@ -1,0 +1,54 @@
+"""Partitions: ontology mode for every stage, crossed with backend for per-backend stages.
+
+Multi-partition keys join dimension values in alphabetical order of dimension name, so an
+extraction partition key reads `backend|ontology_mode`, e.g. `rules|strict`.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from dagster import (
+    BetaWarning,
+    MultiPartitionKey,
+    MultiPartitionsDefinition,
+    MultiToSingleDimensionPartitionMapping,
+    StaticPartitionsDefinition,
+)
+
+from .core.config import EvalsConfig
+
+BACKEND = "backend"
+ONTOLOGY_MODE = "ontology_mode"
+
+# Per-mode assets read every backend's partition of that mode, and per-backend assets read
+# their mode's partition of the per-mode assets.
+with warnings.catch_warnings():  # beta in Dagster 1.13, and exactly the mapping we mean
+    warnings.simplefilter("ignore", BetaWarning)
+    BY_MODE = MultiToSingleDimensionPartitionMapping(partition_dimension_name=ONTOLOGY_MODE)
+
+
+def mode_partitions(config: EvalsConfig) -> StaticPartitionsDefinition:
+    return StaticPartitionsDefinition(list(config.active_modes))
+
+
+def extraction_partitions(config: EvalsConfig) -> MultiPartitionsDefinition:
+    return MultiPartitionsDefinition(
+        {
+            BACKEND: StaticPartitionsDefinition(sorted(config.backends)),
+            ONTOLOGY_MODE: mode_partitions(config),
+        }
+    )
+
+
+def extraction_key(backend: str, mode: str) -> MultiPartitionKey:
+    return MultiPartitionKey({BACKEND: backend, ONTOLOGY_MODE: mode})
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """(backend, mode) of an extraction partition key."""
+    if isinstance(key, MultiPartitionKey):
+        dims = key.keys_by_dimension
+        return dims[BACKEND], dims[ONTOLOGY_MODE]
+    backend, mode = key.split("|")
+    return backend, mode

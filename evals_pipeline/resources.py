@@ -1,0 +1,111 @@
+"""Dagster resources: the run configuration, typed, and the one secret, only via EnvVar.
+
+`EvalsResource` carries the resolved `EvalsConfig` as JSON (resources hold plain config) and
+turns it into core objects. It is the only place the Dagster layer builds extractors, so assets
+stay thin: every decision lives in the core.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+
+from dagster import ConfigurableResource, EnvVar
+
+from .core.cassettes.cache import CachingExtractor, backend_fingerprint, cache_path
+from .core.cassettes.record import RecordingExtractor
+from .core.config import EvalsConfig
+from .core.corpus import ProseCorpus, load_prose_corpus
+from .core.extractors.anthropic import API_KEY_ENV
+from .core.extractors.base import Extractor
+from .core.extractors.specs import build_extractor
+from .core.models import Episode, OntologyMode
+from .core.ontology import Ontology, load_ontology
+from .core.options import ExtractOptions
+from .core.plan import RunPlan, plan_run
+
+
+@functools.lru_cache(maxsize=8)
+def _parse(config_json: str) -> EvalsConfig:
+    return EvalsConfig.model_validate_json(config_json)
+
+
+@functools.lru_cache(maxsize=8)
+def _ontology(path: str | None) -> Ontology | None:
+    return load_ontology(path) if path else None
+
+
+@functools.lru_cache(maxsize=8)
+def _corpus(path: str, ontology: str | None, limit: int | None) -> ProseCorpus:
+    return load_prose_corpus(Path(path), _ontology(ontology)).scoped(limit)
+
+
+class EvalsResource(ConfigurableResource):
+    config_json: str
+    anthropic_api_key: str | None = None
+
+    @classmethod
+    def from_config(cls, config: EvalsConfig) -> EvalsResource:
+        # EnvVar with the variable unset fails every run at launch, so pass it only when set.
+        key = EnvVar(API_KEY_ENV) if os.environ.get(API_KEY_ENV) else None
+        return cls(config_json=config.model_dump_json(), anthropic_api_key=key)
+
+    @property
+    def config(self) -> EvalsConfig:
+        return _parse(self.config_json)
+
+    def ontology(self) -> Ontology | None:
+        onto = self.config.ontology
+        return _ontology(str(onto) if onto else None)
+
+    def corpus(self) -> ProseCorpus:
+        config = self.config
+        onto = str(config.ontology) if config.ontology else None
+        return _corpus(str(config.corpus), onto, config.limit)
+
+    def prices(self) -> dict[str, dict[str, float]] | None:
+        """`{"<model>": {"input_per_1m": …, "output_per_1m": …}}`; none ship with the project."""
+        path = self.config.prices
+        if path is None:
+            return None
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return {k: v for k, v in data.items() if not k.startswith("_")}
+
+    def options(self, mode: OntologyMode) -> ExtractOptions:
+        config = self.config
+        return ExtractOptions.for_mode(
+            mode, self.ontology(), config.max_tokens_entities, config.max_tokens_edges
+        )
+
+    def plan(self, episodes: list[Episode] | None = None) -> RunPlan:
+        corpus = self.corpus()
+        return plan_run(
+            self.config,
+            list(corpus.episodes()) if episodes is None else episodes,
+            self.ontology(),
+            corpus_path=str(corpus.path),
+            corpus_digest=corpus.digest,
+            environ={API_KEY_ENV: self.anthropic_api_key or ""},
+        )
+
+    def extractor(self, backend: str) -> CachingExtractor:
+        """The backend's extractor behind the extraction cache (and a recorder if configured).
+
+        A backend being recorded skips cached answers so the cassette gets every call.
+        """
+        config = self.config
+        spec = config.specs[backend]
+        corpus = self.corpus()
+        inner: Extractor = build_extractor(
+            spec,
+            expected=corpus.expected_graphs(),
+            anthropic_api_key=self.anthropic_api_key,
+        )
+        record_to = config.record_cassette.get(backend)
+        if record_to is not None:
+            inner = RecordingExtractor(inner, record_to)
+        fingerprint = backend_fingerprint(spec, corpus_digest=corpus.digest)
+        path = cache_path(config.cache_dir, backend, fingerprint)
+        return CachingExtractor(inner, path, read=record_to is None)

@@ -1,0 +1,291 @@
+"""Record against real loopback servers, then replay with the servers gone and no key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evals_pipeline.core.cassettes.environment import (
+    RECORD_ENV,
+    REPLAY_ENV,
+    extractor_from_environment,
+)
+from evals_pipeline.core.cassettes.record import RecordingExtractor
+from evals_pipeline.core.cassettes.replay import ReplayingExtractor
+from evals_pipeline.core.cassettes.sidecar import sidecar_path
+from evals_pipeline.core.cassettes.store import load_cassette
+from evals_pipeline.core.errors import CassetteMiss, ConfigError, ExtractionFailed
+from evals_pipeline.core.extractors.anthropic import AnthropicTransport
+from evals_pipeline.core.extractors.base import Extractor, TransportExtractor
+from evals_pipeline.core.extractors.openai_compat import OpenAICompatTransport
+from evals_pipeline.core.models import Entity, Episode
+from evals_pipeline.core.ontology import EntityType, Ontology, RelationType
+from evals_pipeline.core.options import ExtractOptions
+from evals_pipeline.core.runner import extract_all, run_sync
+from evals_pipeline_tests.conftest import TEST_API_KEY, TEST_OAI_KEY
+from evals_pipeline_tests.support import deterministic_backend as rules
+from evals_pipeline_tests.support.llm_servers import (
+    LoopbackLLMServer,
+    TripwireListener,
+    anthropic_message,
+    openai_completion,
+)
+
+ONTOLOGY = Ontology(
+    name="science",
+    entity_types=(EntityType(name="Person", description="A human being."),),
+    relation_types=(RelationType(name="WORKED_WITH", source=("Person",), target=("Person",)),),
+)
+
+
+def _anthropic(server: LoopbackLLMServer) -> Extractor:
+    return TransportExtractor(
+        AnthropicTransport(model="claude-test", api_key=TEST_API_KEY, base_url=server.base_url)
+    )
+
+
+def _oai(server: LoopbackLLMServer) -> Extractor:
+    return TransportExtractor(
+        OpenAICompatTransport(url=server.base_url, model="rules", api_key=TEST_OAI_KEY)
+    )
+
+
+def _run(extractor: Extractor, episodes: list[Episode], options: ExtractOptions):  # type: ignore[no-untyped-def]
+    async def go():  # type: ignore[no-untyped-def]
+        try:
+            return await extract_all(extractor, episodes, options, concurrency=4)
+        finally:
+            await extractor.aclose()
+
+    return run_sync(go)
+
+
+@pytest.mark.parametrize("protocol", ["anthropic", "openai"])
+@pytest.mark.parametrize("mode", ["freeform", "strict"])
+def test_replay_reproduces_recording_with_zero_connections(
+    tmp_path: Path, episodes: list[Episode], protocol: str, mode: str
+) -> None:
+    cassette = tmp_path / "run.jsonl"
+    options = ExtractOptions.for_mode(mode, ONTOLOGY)  # type: ignore[arg-type]
+    responder = rules.anthropic_responder if protocol == "anthropic" else rules.openai_responder
+    server = LoopbackLLMServer(protocol, responder=responder).start()  # type: ignore[arg-type]
+    build = _anthropic if protocol == "anthropic" else _oai
+    try:
+        recorded = _run(
+            extractor_from_environment(lambda: build(server), {RECORD_ENV: str(cassette)}),
+            episodes,
+            options,
+        )
+    finally:
+        server.stop()
+    assert len(server.requests) == 2 * len(episodes)
+    assert all(run.ok for run in recorded)
+    assert recorded[0].outcome is not None and recorded[0].outcome.result.edges
+    assert sidecar_path(cassette).exists()  # created eagerly, empty: nothing failed
+    assert sidecar_path(cassette).read_text() == ""
+
+    with TripwireListener.replacing(server) as tripwire:
+        factory_called = []
+        replayer = extractor_from_environment(
+            lambda: factory_called.append(1) or build(server), {REPLAY_ENV: str(cassette)}
+        )
+        replayed = _run(replayer, episodes, options)
+    assert factory_called == []  # no provider resolved in replay
+    assert tripwire.connections == 0
+    assert [r.outcome for r in replayed] == [r.outcome for r in recorded]
+    # No sidecar is ever created in replay.
+    assert list(tmp_path.glob("*.failures*")) == [sidecar_path(cassette)]
+
+
+def test_record_and_replay_together_is_a_startup_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="mutually exclusive"):
+        extractor_from_environment(
+            lambda: pytest.fail("no provider may be resolved"),
+            {RECORD_ENV: str(tmp_path / "a"), REPLAY_ENV: str(tmp_path / "b")},
+        )
+
+
+def _record_rules(cassette: Path, episodes: list[Episode], options: ExtractOptions) -> None:
+    with LoopbackLLMServer("openai", responder=rules.openai_responder) as server:
+        _run(RecordingExtractor(_oai(server), cassette), episodes, options)
+
+
+def test_prompt_template_edit_is_a_cassette_miss(
+    tmp_path: Path, episodes: list[Episode], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from string import Template
+
+    from evals_pipeline.core import prompts
+
+    cassette = tmp_path / "c.jsonl"
+    _record_rules(cassette, episodes, ExtractOptions())
+    edited = Template(prompts.ENTITY_SYSTEM.template.replace("ENTITIES only", "ENTITIES, only"))
+    monkeypatch.setattr(prompts, "ENTITY_SYSTEM", edited)
+    replayer = ReplayingExtractor.from_path(cassette)
+    with pytest.raises(CassetteMiss) as err:
+        _run(replayer, episodes, ExtractOptions())
+    assert err.value.call_type == "extract"
+    assert len(err.value.key) == 64
+    assert err.value.key in str(err.value)
+
+
+def test_ontology_edit_is_a_cassette_miss(tmp_path: Path, episodes: list[Episode]) -> None:
+    cassette = tmp_path / "c.jsonl"
+    _record_rules(cassette, episodes, ExtractOptions.for_mode("strict", ONTOLOGY))
+    edited = ONTOLOGY.model_copy(
+        update={"entity_types": (EntityType(name="Person", description="A person."),)}
+    )
+    with pytest.raises(CassetteMiss):
+        _run(
+            ReplayingExtractor.from_path(cassette),
+            episodes,
+            ExtractOptions.for_mode("strict", edited),
+        )
+    # And the unedited ontology still replays; a mode change is a miss too.
+    assert all(
+        r.ok
+        for r in _run(
+            ReplayingExtractor.from_path(cassette),
+            episodes,
+            ExtractOptions.for_mode("strict", ONTOLOGY),
+        )
+    )
+    with pytest.raises(CassetteMiss):
+        _run(
+            ReplayingExtractor.from_path(cassette),
+            episodes,
+            ExtractOptions.for_mode("open", ONTOLOGY),
+        )
+
+
+def test_episode_text_change_is_a_miss_but_name_is_not_in_the_key(
+    tmp_path: Path, episodes: list[Episode]
+) -> None:
+    cassette = tmp_path / "c.jsonl"
+    _record_rules(cassette, episodes[:1], ExtractOptions())
+    changed = episodes[0].model_copy(update={"body": episodes[0].body + " Extra."})
+    with pytest.raises(CassetteMiss):
+        _run(ReplayingExtractor.from_path(cassette), [changed], ExtractOptions())
+    with pytest.raises(CassetteMiss):
+        _run(
+            ReplayingExtractor.from_path(cassette),
+            [episodes[0].model_copy(update={"group_id": "other"})],
+            ExtractOptions(),
+        )
+
+
+def test_concatenated_cassettes_replay_as_one(tmp_path: Path, episodes: list[Episode]) -> None:
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    _record_rules(first, episodes[:2], ExtractOptions())
+    _record_rules(second, episodes[2:], ExtractOptions())
+    joined = tmp_path / "joined.jsonl"
+    joined.write_bytes(second.read_bytes() + first.read_bytes())  # order does not matter
+    runs = _run(ReplayingExtractor.from_path(joined), list(reversed(episodes)), ExtractOptions())
+    assert [r.episode.name for r in runs if r.ok] == ["chunk-2", "chunk-1", "chunk-0"]
+    # Several files load as one flat set as well.
+    assert len(load_cassette([first, second])) == 3
+
+
+def test_identical_requests_are_served_fifo(tmp_path: Path, episodes: list[Episode]) -> None:
+    cassette = tmp_path / "fifo.jsonl"
+    same = [episodes[0]] * 3  # an ingest that sees the same chunk three times
+    with LoopbackLLMServer("openai") as server:
+        for i in range(3):
+            entities = json.dumps({"entities": [{"name": f"Answer{i}", "type": "Thing"}]})
+            server.enqueue(openai_completion(entities), openai_completion('{"edges": []}'))
+        extractor = RecordingExtractor(_oai(server), cassette)
+        for episode in same:  # one at a time, so recorded order is known
+            _run(extractor, [episode], ExtractOptions())
+    keys = {json.loads(line)["key"] for line in cassette.read_text().splitlines()}
+    assert len(keys) == 1
+    replayer = ReplayingExtractor.from_path(cassette)
+    served = []
+    for episode in same:
+        (run,) = _run(replayer, [episode], ExtractOptions())
+        assert run.outcome is not None
+        served.append(run.outcome.result.entities[0].name)
+    assert served == ["Answer0", "Answer1", "Answer2"]
+    with pytest.raises(CassetteMiss, match="already served"):
+        _run(replayer, [same[0]], ExtractOptions())
+
+
+def test_classify_calls_record_and_replay(tmp_path: Path) -> None:
+    cassette = tmp_path / "classify.jsonl"
+    entities = [Entity(name="Ada Lovelace", summary="A mathematician.")]
+    with LoopbackLLMServer("anthropic") as server:
+        server.enqueue(anthropic_message('{"types": {"Ada Lovelace": "Person"}}'))
+        recorder = RecordingExtractor(_anthropic(server), cassette)
+        live = run_sync(lambda: recorder.classify_entities(entities, ["Person", "Place"]))
+    record = json.loads(cassette.read_text())
+    assert record["call_type"] == "classify_entities"
+    assert record["request"] == {
+        "items": {"Ada Lovelace": "A mathematician."},
+        "types": ["Person", "Place"],
+    }
+    replayer = ReplayingExtractor.from_path(cassette)
+    assert run_sync(lambda: replayer.classify_entities(entities, ["Person", "Place"])) == live
+    with pytest.raises(CassetteMiss) as err:
+        run_sync(lambda: replayer.classify_entities(entities, ["Person"]))
+    assert err.value.call_type == "classify_entities"
+
+
+def test_record_fields_and_no_transport_detail(tmp_path: Path, episodes: list[Episode]) -> None:
+    cassette = tmp_path / "c.jsonl"
+    with LoopbackLLMServer("anthropic", responder=rules.anthropic_responder) as server:
+        _run(RecordingExtractor(_anthropic(server), cassette), episodes[:1], ExtractOptions())
+        port = str(server.port)
+    text = cassette.read_text()
+    record = json.loads(text)
+    assert set(record) == {
+        "key", "call_type", "provider", "model", "timestamp", "request", "response",
+    }  # fmt: skip
+    assert record["call_type"] == "extract"
+    assert record["provider"] == "anthropic" and record["model"] == "claude-test"
+    assert record["timestamp"].endswith("Z") and "T" in record["timestamp"]
+    assert record["request"]["episode_body"] == episodes[0].body
+    stages = [s["stage"] for s in record["response"]["transcript"]]
+    assert stages == ["entities", "edges"]
+    assert TEST_API_KEY not in text and "127.0.0.1" not in text and port not in text
+    assert "authorization" not in text.lower()
+
+
+def test_failures_go_to_the_sidecar_never_to_the_cassette(
+    tmp_path: Path, episodes: list[Episode]
+) -> None:
+    cassette = tmp_path / "c.jsonl"
+    with LoopbackLLMServer("openai") as server:
+        # Chunk 0: entity budget exhausted twice (fatal). Chunk 1: edge budget exhausted (not).
+        server.enqueue(
+            openai_completion('{"entities": [', finish_reason="length", completion_tokens=7),
+            openai_completion('{"entities": [{"na', finish_reason="length", completion_tokens=9),
+        )
+        recorder = RecordingExtractor(_oai(server), cassette)
+        with pytest.raises(ExtractionFailed):
+            run_sync(lambda: recorder.extract(episodes[0], ExtractOptions()))
+        server.enqueue(
+            openai_completion('{"entities": [{"name": "Grace Hopper"}]}'),
+            openai_completion('{"edges": [', finish_reason="length"),
+            openai_completion('{"edges": [{"sou', finish_reason="length"),
+        )
+        outcome = run_sync(lambda: recorder.extract(episodes[1], ExtractOptions()))
+    assert outcome.result.edges == ()
+    lines = cassette.read_text().splitlines()
+    assert len(lines) == 1  # only the non-fatal edge exhaustion produced a record
+    failures = [json.loads(x) for x in sidecar_path(cassette).read_text().splitlines()]
+    assert [(f["call_type"], f["classification"]) for f in failures] == [
+        ("entities", "truncation"),
+        ("edges", "truncation"),
+    ]
+    assert set(failures[0]) == {
+        "ts_ms", "model", "call_type", "chunk_key", "classification", "raw_body",
+        "finish_reason", "completion_tokens", "max_tokens",
+    }  # fmt: skip
+    assert failures[0]["chunk_key"] == "chunk-0"
+    assert failures[0]["finish_reason"] == "length"
+    assert failures[0]["completion_tokens"] == 9
+    assert failures[0]["max_tokens"] == 2 * ExtractOptions().max_tokens_entities
+    raw = json.loads(failures[0]["raw_body"])  # the complete HTTP body, not a prefix
+    assert raw["choices"][0]["message"]["content"] == '{"entities": [{"na'
+    assert raw["usage"]["completion_tokens"] == 9

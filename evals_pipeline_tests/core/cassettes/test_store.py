@@ -1,0 +1,196 @@
+"""Cassette files: loading errors by line, duplicate keys, torn lines, crash safety, locking."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from evals_pipeline.core.cassettes.format import CassetteRecord, CassetteResponse
+from evals_pipeline.core.cassettes.keys import extract_key
+from evals_pipeline.core.cassettes.store import CassetteWriter, load_cassette
+from evals_pipeline.core.errors import CassetteCorrupt, CassetteDuplicateKey
+from evals_pipeline.core.models import Attempt, Episode, StageTranscript
+from evals_pipeline.core.options import ExtractOptions
+from evals_pipeline_tests.support.llm_servers import LoopbackLLMServer, Reply, openai_completion
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def record(key: str, text: str = "{}") -> CassetteRecord:
+    attempt = Attempt(text=text, finish_reason="stop", truncated=False, max_tokens=10)
+    return CassetteRecord(
+        key=key,
+        call_type="extract",
+        provider="oai-http",
+        model="m",
+        timestamp="2026-01-01T00:00:00.000Z",
+        request={},
+        response=CassetteResponse(
+            transcript=(StageTranscript(stage="entities", attempts=(attempt,)),), result={}
+        ),
+    )
+
+
+def write(path: Path, *records: CassetteRecord) -> None:
+    writer = CassetteWriter(path)
+    for r in records:
+        writer.append(r)
+
+
+def test_corrupt_line_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    write(path, record("a" * 64), record("b" * 64))
+    with path.open("a") as handle:
+        handle.write("{not json}\n")
+    with pytest.raises(CassetteCorrupt) as err:
+        load_cassette(path)
+    assert err.value.line == 3 and err.value.path == path
+    assert f"{path}:3" in str(err.value)
+
+
+def test_record_missing_a_field_is_corrupt_naming_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    data = record("a" * 64).model_dump(mode="json")
+    del data["call_type"]
+    path.write_text(json.dumps(data) + "\n")
+    with pytest.raises(CassetteCorrupt, match="call_type"):
+        load_cassette(path)
+
+
+def test_duplicate_key_is_an_error_only_for_eval_backends(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    write(path, record("a" * 64, "1"), record("c" * 64), record("a" * 64, "2"))
+    with pytest.raises(CassetteDuplicateKey) as err:
+        load_cassette(path, unique=True)
+    assert err.value.lines == (1, 3) and err.value.key == "a" * 64
+    fifo = load_cassette(path)  # pipeline replay: FIFO
+    assert fifo.take("a" * 64, "extract").response.transcript[0].attempts[0].text == "1"
+    assert fifo.take("a" * 64, "extract").response.transcript[0].attempts[0].text == "2"
+
+
+def test_unique_cassette_serves_its_answer_repeatedly(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    write(path, record("a" * 64))
+    cassette = load_cassette(path, unique=True)
+    assert cassette.take("a" * 64, "extract") == cassette.take("a" * 64, "extract")
+
+
+def test_torn_last_line_is_reported_and_the_next_record_starts_a_new_line(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "c.jsonl"
+    write(path, record("a" * 64))
+    full = path.read_bytes()
+    path.write_bytes(full + full[:40])  # a crash mid-write elsewhere left half a line
+    with pytest.raises(CassetteCorrupt, match="torn last line") as err:
+        load_cassette(path)
+    assert err.value.line == 2
+    write(path, record("b" * 64))
+    lines = path.read_bytes().split(b"\n")
+    assert lines[1] == full[:40]  # the torn line is kept as it was, for a person to inspect
+    assert json.loads(lines[2])["key"] == "b" * 64  # the new record was not glued onto it
+
+
+def test_blank_lines_are_ignored_and_appends_never_truncate(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    write(path, record("a" * 64))
+    with path.open("a") as handle:
+        handle.write("\n\n")
+    write(path, record("b" * 64))  # a new writer on an existing file appends
+    assert len(load_cassette(path)) == 2
+
+
+def test_missing_file_is_a_typed_error(tmp_path: Path) -> None:
+    with pytest.raises(CassetteCorrupt, match="not found"):
+        load_cassette(tmp_path / "absent.jsonl")
+
+
+def test_key_is_sha256_hex_and_stable() -> None:
+    episode = Episode(name="x", body="Ada met Charles.")
+    key = extract_key(episode, ExtractOptions())
+    assert len(key) == 64 and int(key, 16) >= 0
+    assert key == extract_key(episode.model_copy(), ExtractOptions(max_tokens_entities=9))
+
+
+_RECORDER = textwrap.dedent(
+    """
+    import sys
+    from evals_pipeline.core.cassettes.record import RecordingExtractor
+    from evals_pipeline.core.extractors.base import TransportExtractor
+    from evals_pipeline.core.extractors.openai_compat import OpenAICompatTransport
+    from evals_pipeline.core.models import Episode
+    from evals_pipeline.core.options import ExtractOptions
+    from evals_pipeline.core.runner import run_sync
+
+    url, path = sys.argv[1], sys.argv[2]
+    extractor = RecordingExtractor(TransportExtractor(OpenAICompatTransport(url=url)), path)
+    for i in range(1000):
+        episode = Episode(name=f"chunk-{i}", body=f"Text number {i}.")
+        run_sync(lambda: extractor.extract(episode, ExtractOptions()))
+    """
+)
+
+
+def _slow_reply(request: object) -> Reply:
+    return Reply(**{**openai_completion('{"entities": [], "edges": []}').__dict__, "delay_s": 0.02})
+
+
+def test_killing_a_recording_process_keeps_every_completed_record(tmp_path: Path) -> None:
+    path = tmp_path / "killed.jsonl"
+    with LoopbackLLMServer("openai", responder=_slow_reply) as server:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _RECORDER, server.base_url, str(path)],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if path.exists() and path.read_bytes().count(b"\n") >= 5:
+                break
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    cassette = load_cassette(path)  # every line present is a complete, valid record
+    assert len(cassette) >= 5
+    assert path.read_bytes().endswith(b"\n")
+
+
+_APPENDER = textwrap.dedent(
+    """
+    import sys
+    from evals_pipeline.core.cassettes.store import JsonlAppender
+    name, path = sys.argv[1], sys.argv[2]
+    appender = JsonlAppender(path)
+    pad = name * 70_000  # lines far beyond PIPE_BUF, so only the lock keeps them whole
+    for i in range(150):
+        appender.append_line('{"writer": "%s", "i": %d, "pad": "%s"}' % (name, i, pad))
+    """
+)
+
+
+def test_two_processes_recording_into_one_file_never_interleave(tmp_path: Path) -> None:
+    path = tmp_path / "shared.jsonl"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _APPENDER, name, str(path)],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+        for name in ("a", "b")
+    ]
+    for proc in procs:
+        assert proc.wait(timeout=60) == 0
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(rows) == 300
+    for name in ("a", "b"):
+        assert [r["i"] for r in rows if r["writer"] == name] == list(range(150))
+        assert all(r["pad"] == name * 70_000 for r in rows if r["writer"] == name)

@@ -1,0 +1,443 @@
+"""The Anthropic backend end to end: the official SDK over a real 127.0.0.1 socket.
+
+Every test scripts a LoopbackLLMServer speaking the Messages API, points `AnthropicTransport` at
+it and runs the shared extraction flow, so the SDK's own retries, timeouts and parsing run
+unmodified. Error replies carry `retry-after: 0.01` so the SDK's retries stay fast.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from evals_pipeline.core.errors import ConfigError, ExtractionFailed
+from evals_pipeline.core.extractors.anthropic import AnthropicTransport
+from evals_pipeline.core.extractors.base import Extractor, TransportExtractor
+from evals_pipeline.core.extractors.specs import build_extractor, parse_backend_spec
+from evals_pipeline.core.models import Episode, ExtractionOutcome, FailureRecord
+from evals_pipeline.core.ontology import EntityType, Ontology, RelationType
+from evals_pipeline.core.options import ExtractOptions
+from evals_pipeline.core.runner import extract_all, run_sync
+from evals_pipeline_tests.conftest import TEST_API_KEY
+from evals_pipeline_tests.support.deterministic_backend import anthropic_responder
+from evals_pipeline_tests.support.llm_servers import (
+    LoopbackLLMServer,
+    ReceivedRequest,
+    Reply,
+    anthropic_error,
+    anthropic_message,
+)
+
+EPISODE = Episode(name="ep-1", body="Alice works for Acme. Bob met Alice.")
+OPTIONS = ExtractOptions(max_tokens_entities=100, max_tokens_edges=60)
+ENTITIES = {
+    "entities": [
+        {"name": "Alice", "type": "Person", "summary": "Works for Acme.", "quote": "Alice"},
+        {"name": "Acme", "type": "Organization", "summary": "Employs Alice.", "quote": "Acme"},
+    ]
+}
+EDGES = {
+    "edges": [
+        {
+            "source": "Alice",
+            "target": "Acme",
+            "relation": "WORKS_FOR",
+            "fact": "Alice works for Acme.",
+            "quote": "Alice works for Acme",
+        }
+    ]
+}
+ONTOLOGY = Ontology(
+    entity_types=(EntityType(name="Person"), EntityType(name="Organization")),
+    relation_types=(RelationType(name="WORKS_FOR", source=("Person",), target=("Organization",)),),
+)
+RETRY_FAST = 0.01
+
+
+@pytest.fixture
+def server() -> Iterator[LoopbackLLMServer]:
+    with LoopbackLLMServer("anthropic") as srv:
+        yield srv
+
+
+def _extractor(server: LoopbackLLMServer, **kwargs: Any) -> TransportExtractor:
+    kwargs.setdefault("timeout_s", 1.0)
+    kwargs.setdefault("max_retries", 2)
+    return TransportExtractor(
+        AnthropicTransport(
+            model="claude-test", api_key=TEST_API_KEY, base_url=server.base_url, **kwargs
+        )
+    )
+
+
+def _extract(
+    extractor: Extractor, episode: Episode = EPISODE, options: ExtractOptions = OPTIONS
+) -> ExtractionOutcome:
+    async def go() -> ExtractionOutcome:
+        try:
+            return await extractor.extract(episode, options)
+        finally:
+            await extractor.aclose()
+
+    return run_sync(go)
+
+
+def _failure(extractor: Extractor, options: ExtractOptions = OPTIONS) -> ExtractionFailed:
+    with pytest.raises(ExtractionFailed) as err:
+        _extract(extractor, options=options)
+    assert isinstance(err.value.failure, FailureRecord)
+    return err.value
+
+
+def _msg(payload: Any, **kwargs: Any) -> Reply:
+    return anthropic_message(payload if isinstance(payload, str) else json.dumps(payload), **kwargs)
+
+
+def _listed_entities(request: ReceivedRequest) -> list[dict[str, Any]]:
+    match = re.search(r"<entities>\n(.*?)\n</entities>", request.user_prompt or "", re.DOTALL)
+    assert match, request.user_prompt
+    return json.loads(match.group(1))
+
+
+# -- clean, recovered and malformed structured output ------------------------------------------
+
+
+def test_clean_json_both_stages(server: LoopbackLLMServer) -> None:
+    server.enqueue(
+        _msg(ENTITIES, input_tokens=11, output_tokens=22),
+        _msg(EDGES, input_tokens=33, output_tokens=44),
+    )
+    outcome = _extract(_extractor(server))
+
+    assert [(e.name, e.type, e.summary, e.quote) for e in outcome.result.entities] == [
+        ("Alice", "Person", "Works for Acme.", "Alice"),
+        ("Acme", "Organization", "Employs Alice.", "Acme"),
+    ]
+    assert [(e.source, e.target, e.relation, e.fact, e.quote) for e in outcome.result.edges] == [
+        ("Alice", "Acme", "WORKS_FOR", "Alice works for Acme.", "Alice works for Acme")
+    ]
+    stats = outcome.stats
+    assert stats.requests == 2
+    assert (stats.input_tokens, stats.output_tokens) == (11 + 33, 22 + 44)
+    assert stats.structured_output.model_dump() == {"clean": 2, "recovered": 0, "malformed": 0}
+    assert stats.truncated.model_dump() == {"retry_succeeded": 0, "exhausted": 0}
+    assert outcome.failures == ()
+    assert (outcome.provider, outcome.model) == ("anthropic", "claude-test")
+    assert [t.stage for t in outcome.transcript] == ["entities", "edges"]
+    assert outcome.transcript[0].attempts[0].finish_reason == "end_turn"
+
+    entity_req, edge_req = server.requests
+    assert [r.path for r in server.requests] == ["/v1/messages", "/v1/messages"]
+    assert all(r.model == "claude-test" for r in server.requests)
+    assert (entity_req.max_tokens, edge_req.max_tokens) == (100, 60)
+    assert "extracts ENTITIES" in (entity_req.system_prompt or "")
+    assert "extracts RELATIONS" in (edge_req.system_prompt or "")
+    assert EPISODE.body in (entity_req.user_prompt or "")
+    assert _listed_entities(edge_req) == [
+        {"name": "Alice", "type": "Person"},
+        {"name": "Acme", "type": "Organization"},
+    ]
+    # The installed SDK sends the key as `authorization: Bearer`; ReceivedRequest reads either.
+    assert all(r.api_key == TEST_API_KEY for r in server.requests)
+
+
+def test_deterministic_responder_round_trip() -> None:
+    with LoopbackLLMServer("anthropic", responder=anthropic_responder) as server:
+        outcome = _extract(_extractor(server))
+    assert [e.name for e in outcome.result.entities] == ["Alice", "Acme", "Bob"]
+    assert {(e.source, e.target) for e in outcome.result.edges} == {
+        ("Alice", "Acme"),
+        ("Alice", "Bob"),
+    }
+    assert outcome.stats.structured_output.clean == 2
+    assert _listed_entities(server.requests[1]) == [
+        {"name": n, "type": "Thing"} for n in ("Alice", "Acme", "Bob")
+    ]
+
+
+def test_recovered_json_fence_and_trailing_prose(server: LoopbackLLMServer) -> None:
+    server.enqueue(
+        _msg("Here you go:\n```json\n" + json.dumps(ENTITIES) + "\n```\n"),
+        _msg(json.dumps(EDGES) + "\n\nI found one relation."),
+    )
+    outcome = _extract(_extractor(server))
+    assert [e.name for e in outcome.result.entities] == ["Alice", "Acme"]
+    assert [e.relation for e in outcome.result.edges] == ["WORKS_FOR"]
+    assert outcome.stats.structured_output.model_dump() == {
+        "clean": 0,
+        "recovered": 2,
+        "malformed": 0,
+    }
+
+
+@pytest.mark.parametrize("stage", ["entities", "edges"])
+def test_malformed_json_text(server: LoopbackLLMServer, stage: str) -> None:
+    # Long and non-ASCII, to show the sidecar's raw body is the whole body, byte for byte.
+    bad = _msg("Désolé, I cannot produce {that JSON " + "x" * 20_000, output_tokens=77)
+    server.enqueue(*([_msg(ENTITIES)] if stage == "edges" else []), bad)
+
+    err = _failure(_extractor(server))
+    failure = err.failure
+    assert isinstance(failure, FailureRecord)
+    assert failure.classification == "malformed"
+    assert failure.call_type == stage
+    assert failure.raw_body == bad.body.decode("utf-8")
+    assert failure.finish_reason == "end_turn"
+    assert failure.completion_tokens == 77
+    assert failure.max_tokens == (100 if stage == "entities" else 60)
+    assert failure.chunk_key == EPISODE.name
+    assert failure.model == "claude-test"
+    assert err.stats.structured_output.malformed == 1
+    assert len(server.requests) == (1 if stage == "entities" else 2)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"not json", b"", b"[]", b"{}", b'{"type": "message", "content": "abc"}'],
+    ids=["text", "empty", "array", "empty-object", "wrong-shape"],
+)
+def test_non_message_200_body_is_malformed(server: LoopbackLLMServer, body: bytes) -> None:
+    server.enqueue(Reply(raw=body))
+    failure = _failure(_extractor(server)).failure
+    assert isinstance(failure, FailureRecord)
+    assert failure.classification == "malformed"
+    assert failure.call_type == "entities"
+    assert failure.raw_body == body.decode()
+    assert len(server.requests) == 1  # a 200 is never retried by the SDK
+
+
+# -- truncation ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stage", ["entities", "edges"])
+def test_truncation_then_success_doubles_max_tokens(server: LoopbackLLMServer, stage: str) -> None:
+    cut = _msg('{"entities": [{"name": "Al', stop_reason="max_tokens", output_tokens=100)
+    if stage == "entities":
+        server.enqueue(cut, _msg(ENTITIES), _msg(EDGES))
+    else:
+        server.enqueue(_msg(ENTITIES), cut, _msg(EDGES))
+    outcome = _extract(_extractor(server))
+
+    assert [e.name for e in outcome.result.entities] == ["Alice", "Acme"]
+    assert len(outcome.result.edges) == 1
+    first, retry = server.requests[:2] if stage == "entities" else server.requests[1:]
+    budget = 100 if stage == "entities" else 60
+    assert (first.max_tokens, retry.max_tokens) == (budget, 2 * budget)
+    assert first.user_prompt == retry.user_prompt and first.system_prompt == retry.system_prompt
+    assert outcome.stats.truncated.model_dump() == {"retry_succeeded": 1, "exhausted": 0}
+    assert outcome.stats.requests == 3
+    assert outcome.stats.structured_output.clean == 2
+    transcript = {t.stage: t.attempts for t in outcome.transcript}
+    assert [a.truncated for a in transcript[stage]] == [True, False]
+    assert [a.max_tokens for a in transcript[stage]] == [budget, 2 * budget]
+
+
+def test_truncation_exhausted_on_entities_is_fatal(server: LoopbackLLMServer) -> None:
+    cut = _msg('{"entities": [', stop_reason="max_tokens", output_tokens=200)
+    server.enqueue(cut, cut)
+    err = _failure(_extractor(server))
+    failure = err.failure
+    assert isinstance(failure, FailureRecord)
+    assert failure.classification == "truncation"
+    assert failure.call_type == "entities"
+    assert failure.max_tokens == 200
+    assert failure.finish_reason == "max_tokens"
+    assert failure.completion_tokens == 200
+    assert json.loads(failure.raw_body)["stop_reason"] == "max_tokens"
+    assert err.stats.truncated.model_dump() == {"retry_succeeded": 0, "exhausted": 1}
+    assert [r.max_tokens for r in server.requests] == [100, 200]  # no edge call
+
+
+def test_truncation_exhausted_on_edges_keeps_entities(server: LoopbackLLMServer) -> None:
+    cut = _msg('{"edges": [', stop_reason="max_tokens", output_tokens=120)
+    server.enqueue(_msg(ENTITIES), cut, cut)
+    outcome = _extract(_extractor(server))
+
+    assert [e.name for e in outcome.result.entities] == ["Alice", "Acme"]
+    assert outcome.result.edges == ()
+    (failure,) = outcome.failures
+    assert (failure.call_type, failure.classification) == ("edges", "truncation")
+    assert failure.max_tokens == 120
+    assert failure.finish_reason == "max_tokens"
+    assert outcome.stats.truncated.exhausted == 1
+    assert [r.max_tokens for r in server.requests] == [100, 60, 120]
+
+
+# -- HTTP failures and the SDK's retries ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", [429, 529])
+def test_retryable_status_then_success(server: LoopbackLLMServer, status: int) -> None:
+    server.enqueue(anthropic_error(status, retry_after=RETRY_FAST), _msg(ENTITIES), _msg(EDGES))
+    outcome = _extract(_extractor(server, max_retries=2))
+    assert [e.name for e in outcome.result.entities] == ["Alice", "Acme"]
+    assert len(server.requests) == 3  # the server saw the extra request
+    assert server.requests[0].user_prompt == server.requests[1].user_prompt
+    assert outcome.stats.requests == 2  # one logical call per stage
+
+
+@pytest.mark.parametrize("stage", ["entities", "edges"])
+@pytest.mark.parametrize("status", [500, 529])
+def test_persistent_server_error_is_http_error(
+    server: LoopbackLLMServer, stage: str, status: int
+) -> None:
+    error = anthropic_error(status, retry_after=RETRY_FAST)
+    max_retries = 2
+    server.enqueue(*([_msg(ENTITIES)] if stage == "edges" else []), *[error] * (max_retries + 1))
+    failure = _failure(_extractor(server, max_retries=max_retries)).failure
+    assert isinstance(failure, FailureRecord)
+    assert failure.classification == "http_error"
+    assert failure.call_type == stage
+    assert failure.raw_body == error.body.decode()
+    assert json.loads(failure.raw_body)["type"] == "error"
+    assert failure.finish_reason is None
+    assert failure.completion_tokens is None
+    stage_requests = [
+        r
+        for r in server.requests
+        if ("ENTITIES" in (r.system_prompt or "")) == (stage == "entities")
+    ]
+    assert len(stage_requests) == max_retries + 1
+    assert server.queued == 0
+
+
+def test_bad_request_is_not_retried(server: LoopbackLLMServer) -> None:
+    error = anthropic_error(400, message="max_tokens: too large")
+    server.enqueue(error, _msg(ENTITIES), _msg(EDGES))
+    failure = _failure(_extractor(server, max_retries=2)).failure
+    assert isinstance(failure, FailureRecord)
+    assert failure.classification == "http_error"
+    assert failure.raw_body == error.body.decode()
+    assert len(server.requests) == 1
+
+
+def test_timeout_is_http_error_after_bounded_attempts(server: LoopbackLLMServer) -> None:
+    slow = dataclasses.replace(_msg(ENTITIES), delay_s=0.6)
+    server.enqueue(slow, slow, slow)
+    failure = _failure(_extractor(server, timeout_s=0.1, max_retries=1)).failure
+    assert isinstance(failure, FailureRecord)
+    assert failure.classification == "http_error"
+    assert failure.call_type == "entities"
+    assert failure.finish_reason is None
+    assert len(server.requests) == 2  # max_retries + 1
+
+
+# -- ontology regimes ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mode", "entity_heading", "relation_heading"),
+    [
+        ("strict", "Allowed entity types (closed list)", "Allowed relation types (closed list"),
+        ("open", "Suggested entity types", "Suggested relation types"),
+    ],
+)
+def test_ontology_reaches_the_system_prompt(
+    server: LoopbackLLMServer, mode: Any, entity_heading: str, relation_heading: str
+) -> None:
+    server.enqueue(_msg(ENTITIES), _msg(EDGES))
+    _extract(_extractor(server), options=ExtractOptions.for_mode(mode, ONTOLOGY))
+    entity_system = server.requests[0].system_prompt or ""
+    edge_system = server.requests[1].system_prompt or ""
+    assert f"{entity_heading}:\n- Person\n- Organization" in entity_system
+    assert relation_heading in edge_system
+    assert "- WORKS_FOR (Person -> Organization)" in edge_system
+    other = "Suggested" if mode == "strict" else "closed list"
+    assert other not in entity_system and other not in edge_system
+
+
+def test_freeform_prompt_has_no_vocabulary(server: LoopbackLLMServer) -> None:
+    server.enqueue(_msg(ENTITIES), _msg(EDGES))
+    _extract(_extractor(server), options=ExtractOptions())
+    for request in server.requests:
+        assert "closed list" not in (request.system_prompt or "")
+        assert "Suggested" not in (request.system_prompt or "")
+
+
+# -- concurrency, loops, specs ------------------------------------------------------------------
+
+NAMES = ("Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Grace", "Heidi")
+DELAY_S = 0.2
+
+
+def _max_in_flight(requests: list[ReceivedRequest], delay_s: float) -> int:
+    """Most requests the server held at once: each is busy for [received_at, +delay_s)."""
+    events = sorted(
+        [(r.received_at, 1) for r in requests] + [(r.received_at + delay_s, -1) for r in requests],
+        key=lambda e: (e[0], e[1]),  # an end sorts before a start at the same instant
+    )
+    current = peak = 0
+    for _t, step in events:
+        current += step
+        peak = max(peak, current)
+    return peak
+
+
+def test_extract_all_bounds_requests_in_flight() -> None:
+    def slow(request: ReceivedRequest) -> Reply:
+        return dataclasses.replace(anthropic_responder(request), delay_s=DELAY_S)
+
+    episodes = [Episode(name=f"ep-{i}", body=f"{n} works at Acme.") for i, n in enumerate(NAMES)]
+    with LoopbackLLMServer("anthropic", responder=slow) as server:
+        extractor = _extractor(server, timeout_s=2.0)
+
+        async def go() -> list[Any]:
+            try:
+                return await extract_all(extractor, episodes, OPTIONS, concurrency=4)
+            finally:
+                await extractor.aclose()
+
+        runs = run_sync(go)
+    assert len(server.requests) == 2 * len(episodes)
+    assert 2 <= _max_in_flight(server.requests, DELAY_S) <= 4
+    assert [r.episode.name for r in runs] == [e.name for e in episodes]
+    assert all(r.ok for r in runs)
+    assert [[e.name for e in r.outcome.result.entities] for r in runs if r.outcome] == [
+        [n, "Acme"] for n in NAMES
+    ]
+
+
+def test_one_transport_across_event_loops(server: LoopbackLLMServer) -> None:
+    extractor = _extractor(server)
+    server.enqueue(_msg(ENTITIES), _msg(EDGES), _msg(ENTITIES), _msg(EDGES))
+    first = run_sync(lambda: extractor.extract(EPISODE, OPTIONS))
+    second = _extract(extractor)  # a second asyncio.run must not reuse the closed loop's client
+    assert first.result == second.result
+    assert len(server.requests) == 4
+
+
+def test_anthropic_spec_needs_the_api_key() -> None:
+    with pytest.raises(ConfigError, match="ANTHROPIC_API_KEY"):
+        build_extractor(parse_backend_spec("anthropic"))
+
+
+def test_anthropic_spec_with_env_key(
+    server: LoopbackLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", TEST_API_KEY)
+    server.enqueue(_msg(ENTITIES), _msg(EDGES))
+    extractor = build_extractor(
+        parse_backend_spec("anthropic:model=claude-spec-test"),
+        anthropic_base_url=server.base_url,
+        timeout_s=1.0,
+    )
+    assert (extractor.provider, extractor.model) == ("anthropic", "claude-spec-test")
+    outcome = _extract(extractor)
+    assert len(outcome.result.edges) == 1
+    assert [r.model for r in server.requests] == ["claude-spec-test"] * 2
+    assert all(r.api_key == TEST_API_KEY for r in server.requests)
+
+
+def test_base_url_from_environment(
+    server: LoopbackLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EVALS_ANTHROPIC_BASE_URL", server.base_url)
+    server.enqueue(_msg(ENTITIES), _msg(EDGES))
+    extractor = TransportExtractor(AnthropicTransport(model="m", api_key=TEST_API_KEY))
+    assert len(_extract(extractor).result.entities) == 2
+    assert len(server.requests) == 2

@@ -1,0 +1,155 @@
+from collections.abc import Sequence
+
+import pytest
+
+from evals_pipeline.core.models import Edge, Entity, ExtractionResult
+from evals_pipeline.core.scoring.strict import (
+    PRF,
+    StrictScores,
+    compare,
+    normalize,
+    score_against_reference,
+)
+
+
+def graph(
+    entities: Sequence[str | tuple[str, str]] = (),
+    edges: Sequence[tuple[str, str, str]] = (),
+) -> ExtractionResult:
+    """Entities as "name" or (name, summary); edges as (source, relation, target)."""
+    ents = [
+        Entity(name=e) if isinstance(e, str) else Entity(name=e[0], summary=e[1]) for e in entities
+    ]
+    return ExtractionResult(
+        entities=tuple(ents),
+        edges=tuple(Edge(source=s, relation=r, target=t) for s, r, t in edges),
+    )
+
+
+def test_normalize_casefolds_and_collapses_whitespace() -> None:
+    assert normalize("  Alice \t  SMITH\n") == "alice smith"
+    assert normalize("Straße") == "strasse"
+    assert normalize("") == ""
+
+
+def test_prf_numbers() -> None:
+    prf = PRF(tp=2, fp=1, fn=3)
+    assert prf.precision == pytest.approx(2 / 3)
+    assert prf.recall == pytest.approx(2 / 5)
+    assert prf.f1 == pytest.approx(2 * (2 / 3) * (2 / 5) / (2 / 3 + 2 / 5))
+    assert prf.to_dict() == {
+        "precision": prf.precision,
+        "recall": prf.recall,
+        "f1": prf.f1,
+        "tp": 2,
+        "fp": 1,
+        "fn": 3,
+    }
+    assert PRF(1, 2, 3) + PRF(10, 20, 30) == PRF(11, 22, 33)
+
+
+def test_prf_zero_denominators() -> None:
+    nothing_predicted = PRF(tp=0, fp=0, fn=4)
+    assert (nothing_predicted.precision, nothing_predicted.recall, nothing_predicted.f1) == (
+        0.0,
+        0.0,
+        0.0,
+    )
+    all_wrong = PRF(tp=0, fp=3, fn=0)
+    assert (all_wrong.precision, all_wrong.recall, all_wrong.f1) == (0.0, 0.0, 0.0)
+
+
+def test_empty_versus_empty_is_full_agreement() -> None:
+    prf = PRF(0, 0, 0)
+    assert (prf.precision, prf.recall, prf.f1) == (1.0, 1.0, 1.0)
+    scores = compare(ExtractionResult(), ExtractionResult())
+    assert all(p == PRF(0, 0, 0) and p.f1 == 1.0 for p in scores.values())
+
+
+def test_case_and_whitespace_differences_still_match() -> None:
+    ref = graph(
+        [("Alice Smith", "An engineer."), ("Acme Corp", "")],
+        [("Alice Smith", "WORKS_FOR", "Acme Corp")],
+    )
+    cand = graph(
+        [("  alice   SMITH", "an  ENGINEER."), ("ACME corp", "")],
+        [("alice smith ", "works_for", "  acme   corp")],
+    )
+    scores = compare(cand, ref)
+    assert scores["entities"] == PRF(2, 0, 0)
+    assert scores["edges"] == PRF(1, 0, 0)
+    # Acme has no summary on either side: it is not a summary item.
+    assert scores["summaries"] == PRF(1, 0, 0)
+
+
+def test_reversed_edge_does_not_match() -> None:
+    ref = graph(["A", "B"], [("A", "KNOWS", "B")])
+    cand = graph(["A", "B"], [("B", "KNOWS", "A")])
+    assert compare(cand, ref)["edges"] == PRF(tp=0, fp=1, fn=1)
+
+
+def test_different_relation_or_summary_does_not_match() -> None:
+    ref = graph([("A", "a person")], [("A", "KNOWS", "B")])
+    cand = graph([("A", "a different person")], [("A", "LIKES", "B")])
+    scores = compare(cand, ref)
+    assert scores["entities"] == PRF(1, 0, 0)
+    assert scores["edges"] == PRF(0, 1, 1)
+    assert scores["summaries"] == PRF(0, 1, 1)
+
+
+def test_duplicates_are_a_multiset_matched_one_to_one() -> None:
+    ref = graph(["A", "A", "B"], [("A", "R", "B")])
+    cand = graph(["a", "a", "a", "C"], [("A", "R", "B"), ("A", "R", "B")])
+    scores = compare(cand, ref)
+    # Two of the three "a"s match the reference's two; the third and C are extra; B is missed.
+    assert scores["entities"] == PRF(tp=2, fp=2, fn=1)
+    assert scores["edges"] == PRF(tp=1, fp=1, fn=0)
+
+
+def test_failed_candidate_chunk_misses_everything() -> None:
+    ref = graph([("A", "s"), "B"], [("A", "R", "B")])
+    scores = compare(None, ref)
+    assert scores == {"entities": PRF(0, 0, 2), "edges": PRF(0, 0, 1), "summaries": PRF(0, 0, 1)}
+    assert scores["entities"].precision == 0.0
+    assert scores["entities"].f1 == 0.0
+
+
+def test_score_against_reference_pools_and_skips() -> None:
+    reference = {
+        "c1": graph(["A", "B"], [("A", "R", "B")]),
+        "c2": graph(["C"]),
+        "c3": None,  # the reference failed: nothing to compare against
+        "c4": graph(["D", "E"]),
+    }
+    candidate = {
+        "c1": graph(["a", "b", "x"], [("B", "R", "A")]),
+        "c2": None,  # the candidate failed
+        "c3": graph(["Z"]),
+        # c4 is missing from the candidate: counted as failed
+        "c5": graph(["only-candidate"]),  # outside the reference's scope: ignored
+    }
+    scores = score_against_reference(candidate, reference)
+    assert scores == StrictScores(
+        entities=PRF(tp=2, fp=1, fn=3),
+        edges=PRF(tp=0, fp=1, fn=1),
+        summaries=PRF(0, 0, 0),
+        chunks_compared=3,
+        skipped_chunks=1,
+    )
+    assert scores.entities.precision == pytest.approx(2 / 3)
+    assert scores.entities.recall == pytest.approx(2 / 5)
+    assert scores.entities.f1 == pytest.approx(0.5)
+    d = scores.to_dict()
+    assert d["chunks_compared"] == 3
+    assert d["skipped_chunks"] == 1
+    assert d["entities"]["tp"] == 2
+    assert d["edges"] == PRF(0, 1, 1).to_dict()
+    assert d["summaries"]["f1"] == 1.0
+
+
+def test_score_against_self_is_perfect() -> None:
+    results = {"c1": graph([("A", "s")], [("A", "R", "B")]), "c2": graph(["C"])}
+    scores = score_against_reference(results, results)
+    assert scores.entities.f1 == scores.edges.f1 == scores.summaries.f1 == 1.0
+    assert scores.chunks_compared == 2
+    assert scores.skipped_chunks == 0
