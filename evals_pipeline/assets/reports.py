@@ -8,7 +8,6 @@ floats so the UI plots them across materialisations).
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import pandas as pd
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
@@ -36,6 +35,20 @@ from ..resources import EvalsResource
 FRESH_GUARD = "fresh_recordings_distinct"
 
 
+def fan_in(context: AssetExecutionContext, input_name: str, value: Any) -> dict[str, Any]:
+    """Upstream partition key -> value, also when only one upstream partition exists.
+
+    Dagster's UPathIOManager hands a fan-in input over as a dict, except when exactly one
+    upstream partition maps in, when it hands over that value alone.
+    """
+    keys = [str(k) for k in context.asset_partition_keys_for_input(input_name)]
+    if isinstance(value, dict) and set(value) == set(keys):
+        return {str(k): v for k, v in value.items()}
+    if len(keys) == 1:
+        return {keys[0]: value}
+    raise TypeError(f"cannot read fan-in input {input_name!r} for partitions {keys}")
+
+
 def _by_backend(values: Mapping[str, Any]) -> dict[str, Any]:
     return {split_key(key)[0]: value for key, value in values.items()}
 
@@ -53,13 +66,13 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
     def reference_comparison(
         context: AssetExecutionContext,
         evals: EvalsResource,
-        extractions: dict[str, pd.DataFrame],
+        extractions: Any,
     ) -> Iterator[Any]:
         """Strict-string P/R/F1 of every candidate against the reference backend.
 
         This measures agreement with another model's output, not correctness.
         """
-        tables = _by_backend(extractions)
+        tables = _by_backend(fan_in(context, "extractions", extractions))
         reference = evals.config.reference
         ref = table_results(tables[reference])
         strict = {
@@ -96,7 +109,7 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
     def report(
         context: AssetExecutionContext,
         evals: EvalsResource,
-        scores: dict[str, dict],
+        scores: Any,
         reference_comparison: dict[str, Any],
         run_plan: dict[str, Any],
     ) -> Output[dict]:
@@ -107,7 +120,7 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             mode=mode,
             reference=evals.config.reference,
             ontology=ontology.name if ontology is not None and mode != "freeform" else None,
-            summaries=_by_backend(scores),
+            summaries=_by_backend(fan_in(context, "scores", scores)),
             strict=reference_comparison,
             corpus={
                 "path": run_plan["corpus_path"],
@@ -130,10 +143,10 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
     def mode_matrix_report(
         context: AssetExecutionContext,
         evals: EvalsResource,
-        report: dict[str, dict],
+        report: Any,
     ) -> Output[dict]:
         """Every backend under every ontology mode side by side, with an F1-by-mode plot."""
-        matrix = mode_matrix(report)
+        matrix = mode_matrix(fan_in(context, "report", report))
         out = evals.config.output_dir
         markdown = render_mode_matrix(matrix)
         json_path, _md = write_report_files(matrix, markdown, out, "mode_matrix")

@@ -8,6 +8,7 @@ network, and so tests have a backend whose output depends on its input.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 
@@ -15,12 +16,51 @@ from .llm_servers import ReceivedRequest, Reply, anthropic_message, openai_compl
 
 _NAME = re.compile(r"\b[A-Z][a-zA-Z]+(?:\s+(?:of\s+|de\s+)?[A-Z][a-zA-Z]+)*\b")
 _SKIP = frozenset(
-    "The A An In On At It Its This That These Those He She They We I His Her Their Our After "
-    "Before When While During Since From By For And But Or With Without Also However".split()
+    [
+        "The",
+        "A",
+        "An",
+        "In",
+        "On",
+        "At",
+        "It",
+        "Its",
+        "This",
+        "That",
+        "These",
+        "Those",
+        "He",
+        "She",
+        "They",
+        "We",
+        "I",
+        "His",
+        "Her",
+        "Their",
+        "Our",
+        "After",
+        "Before",
+        "When",
+        "While",
+        "During",
+        "Since",
+        "From",
+        "By",
+        "For",
+        "And",
+        "But",
+        "Or",
+        "With",
+        "Without",
+        "Also",
+        "However",
+    ]
 )
 _DOC = re.compile(r"<document[^>]*>\n(.*)\n</document>", re.DOTALL)
 _ENTITIES = re.compile(r"<entities>\n(.*?)\n</entities>", re.DOTALL)
-_VOCABULARY = re.compile(r"(?:Allowed|Suggested) (entity|relation) types[^\n]*:\n((?:- [^\n]*\n?)+)")
+_VOCABULARY = re.compile(
+    r"(?:Allowed|Suggested) (entity|relation) types[^\n]*:\n((?:- [^\n]*\n?)+)"
+)
 _LISTED = re.compile(r"^- (\w+)", re.MULTILINE)
 
 
@@ -62,7 +102,7 @@ def edges_for(system: str, user: str) -> dict[str, object]:
     edges = []
     for sentence in _sentences(_document(user)):
         present = [n for n in names if n in sentence]
-        for source, target in zip(present, present[1:], strict=False):
+        for source, target in itertools.pairwise(present):
             edges.append(
                 {
                     "source": source,

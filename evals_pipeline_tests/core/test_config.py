@@ -1,0 +1,59 @@
+from pathlib import Path
+
+import pytest
+
+from evals_pipeline.core.config import load_config
+from evals_pipeline.core.errors import InputFileError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "evals.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_the_shipped_config_loads_and_resolves_paths() -> None:
+    config = load_config(REPO / "evals.yaml")
+    assert config.reference == "oracle"
+    assert set(config.backends) == {"oracle", "rules", "sloppy"}
+    assert config.active_modes == ("freeform", "open", "strict")
+    assert config.corpus.is_absolute() and config.corpus.exists()
+    assert config.specs["rules"].cassette_path == REPO / "corpus" / "cassettes" / "rules.jsonl"
+    assert config.limit == 50
+
+
+def test_relative_paths_resolve_against_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "backends: {a: oracle, b: 'cassette:path=c.jsonl'}\nreference: a\n")
+    config = load_config(path)
+    assert config.specs["b"].cassette_path == tmp_path / "c.jsonl"
+    assert config.output_dir == tmp_path / "reports"
+    assert config.active_modes == ("freeform",)  # no ontology
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "problem"),
+    [
+        ("backends: {a: antropic}\nreference: a\n", "backends.a", "unknown backend kind"),
+        ("backends: {a: oracle}\nreference: b\n", "reference", "not one of the backends"),
+        ("backends: {a: oracle}\nreference: a\nscope: 0\n", "scope", "positive"),
+        ("backends: {a: oracle}\nreference: a\nmodes: [strict]\n", "modes", "need an ontology"),
+        ("backends: {a: oracle}\nreference: a\nrecord_cassette: {z: x.jsonl}\n",
+         "record_cassette.z", "no backend"),
+        ("backends: {a: oracle}\nreference: a\ncolour: red\n", "colour", "Extra inputs"),
+        ("backends: {a: oracle}\nreference: a\nmodes: [fast]\n", "modes[0]", "Input should be"),
+    ],
+)  # fmt: skip
+def test_bad_config_names_the_field(tmp_path: Path, text: str, field: str, problem: str) -> None:
+    with pytest.raises(InputFileError) as err:
+        load_config(write(tmp_path, text))
+    assert err.value.field == field
+    assert problem in str(err.value)
+    assert str(tmp_path / "evals.yaml") in str(err.value)
+
+
+def test_invalid_yaml_names_the_line(tmp_path: Path) -> None:
+    with pytest.raises(InputFileError) as err:
+        load_config(write(tmp_path, "backends:\n  a: oracle\n reference: a\n"))
+    assert err.value.line is not None

@@ -1,0 +1,63 @@
+"""The plan: what a dry run prints is what a real run enforces."""
+
+from pathlib import Path
+
+from evals_pipeline.core.corpus import load_prose_corpus
+from evals_pipeline.core.ontology import load_ontology
+from evals_pipeline.core.plan import fresh_recording_guards, plan_run
+from evals_pipeline_tests.pipeline_fixtures import CORPUS, ONTOLOGY, RULES, make_config
+
+
+def plan(config):  # type: ignore[no-untyped-def]
+    ontology = load_ontology(ONTOLOGY)
+    corpus = load_prose_corpus(CORPUS, ontology).scoped(config.limit)
+    return plan_run(
+        config,
+        list(corpus.episodes()),
+        ontology,
+        corpus_path=str(CORPUS),
+        corpus_digest=corpus.digest,
+        environ={},
+    )
+
+
+def test_plan_content(tmp_path: Path) -> None:
+    config = make_config(
+        tmp_path,
+        {"o": "oracle", "r": f"cassette:path={RULES}", "live": "oai-http:url=http://127.0.0.1:9"},
+    )
+    p = plan(config)
+    assert p.scope == 4 and p.modes == ("freeform", "open", "strict")
+    assert p.backends["r"].action == "replay" and p.backends["r"].cassette_records == 48
+    assert p.backends["r"].coverage == {"freeform": 4, "open": 4, "strict": 4}
+    assert p.backends["live"].action == "live"
+    assert p.backends["live"].planned_calls == {"freeform": 8, "open": 8, "strict": 8}
+    assert p.backends["o"].planned_calls == {"freeform": 0, "open": 0, "strict": 0}
+    assert p.guards == [] and p.notes == []
+    # reference mode: 2 candidates x 3 axes x 4 chunks x 3 modes; skipped without a key
+    assert p.judge["planned_calls"] == 2 * 3 * 4 * 3 and p.judge["status"] == "skipped"
+    text = p.render()
+    assert "r = cassette:path=" in text and "(48 records)" in text
+    assert "guards: none would abort" in text
+
+
+def test_pairwise_judge_plan(tmp_path: Path) -> None:
+    config = make_config(
+        tmp_path, {"a": "oracle", "b": "oracle", "c": "oracle"}, judge={"mode": "pairwise"}
+    )
+    # C(3,2) pairs x 2 orders x 3 axes = 18 per chunk
+    assert plan(config).judge["planned_calls"] == 18 * 4 * 3
+
+
+def test_same_live_spec_twice_is_not_a_guard(tmp_path: Path) -> None:
+    spec = "oai-http:url=http://127.0.0.1:9"
+    assert plan(make_config(tmp_path, {"o": "oracle", "a": spec, "b": spec})).guards == []
+
+
+def test_fresh_recording_guard(tmp_path: Path) -> None:
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    a.write_text("x\n")
+    b.write_text("x\n")
+    c.write_text("y\n")
+    assert [g.backends for g in fresh_recording_guards({"a": a, "b": b, "c": c})] == [("a", "b")]
+    assert fresh_recording_guards({"a": a, "c": c}) == []

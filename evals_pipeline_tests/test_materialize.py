@@ -1,0 +1,222 @@
+"""The whole asset graph in-process, on an ephemeral instance, through the driver."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from dagster import AssetKey, DagsterInstance
+
+from evals_pipeline.core.cassettes.store import load_cassette
+from evals_pipeline.graph import build_definitions
+from evals_pipeline.materialize import materialize_all
+from evals_pipeline_tests.pipeline_fixtures import CORPUS, RULES, SLOPPY, make_config
+from evals_pipeline_tests.support.deterministic_backend import openai_responder
+from evals_pipeline_tests.support.llm_servers import LoopbackLLMServer, openai_error
+
+SHIPPED = {
+    "oracle": "oracle",
+    "rules": f"cassette:path={RULES}",
+    "sloppy": f"cassette:path={SLOPPY}",
+}
+
+
+def _materialized(instance: DagsterInstance, asset: str) -> bool:
+    return instance.get_latest_materialization_event(AssetKey(asset)) is not None
+
+
+def test_every_partition_then_zero_calls_on_rematerialisation(tmp_path: Path) -> None:
+    config = make_config(tmp_path, SHIPPED)
+    defs = build_definitions(config)
+    with DagsterInstance.ephemeral() as instance:
+        first = materialize_all(config, instance, defs, quiet=True)
+        assert first.success, first.failed_checks + first.failed_steps
+        # 3 modes x (inputs + 3 backends + reports) + the matrix
+        assert first.runs == 3 * 5 + 1
+        assert first.extraction_calls == 3 * 3 * 4 and first.cache_hits == 0
+        second = materialize_all(config, instance, defs, quiet=True)
+        assert second.success
+        assert second.extraction_calls == 0 and second.cache_hits == 3 * 3 * 4
+    out = config.output_dir
+    matrix = json.loads((out / "mode_matrix.json").read_text())
+    assert matrix["modes"] == ["freeform", "open", "strict"]
+    assert set(matrix["matrix"]) == {"oracle", "rules", "sloppy"}
+    assert (out / "f1_by_mode.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    strict = json.loads((out / "strict" / "report.json").read_text())
+    assert strict["ontology_mode"] == "strict"
+    assert strict["judge"]["status"] == "skipped"
+    assert "ANTHROPIC_API_KEY" in strict["judge"]["reason"]
+    assert "vocabulary_compliance" in strict["backends"]["rules"]
+    freeform = json.loads((out / "freeform" / "report.json").read_text())
+    assert "vocabulary_compliance" not in freeform["backends"]["rules"]
+    assert freeform["backends"]["oracle"]["strict"] is None  # the reference itself
+    assert freeform["backends"]["sloppy"]["structured_output"]["recovered"] > 0
+    assert (out / "strict" / "report.md").read_text().startswith("# ")
+
+
+def test_report_metadata_is_plottable(tmp_path: Path) -> None:
+    config = make_config(tmp_path, SHIPPED, modes=("strict",))
+    with DagsterInstance.ephemeral() as instance:
+        assert materialize_all(config, instance, quiet=True).success
+        event = instance.get_latest_materialization_event(AssetKey("report"))
+        assert event is not None and event.asset_materialization is not None
+        meta = event.asset_materialization.metadata
+    assert isinstance(meta["rules/entities_f1"].value, float)
+    assert isinstance(meta["sloppy/error_rate"].value, float)
+    assert "Strict agreement" in str(meta["report"].value)
+
+
+def test_live_backend_records_and_second_run_sends_nothing(tmp_path: Path) -> None:
+    with LoopbackLLMServer("openai", responder=openai_responder) as server:
+        config = make_config(
+            tmp_path,
+            {"oracle": "oracle", "live": f"oai-http:url={server.base_url},model=rules"},
+            modes=("freeform", "strict"),
+        )
+        defs = build_definitions(config)
+        with DagsterInstance.ephemeral() as instance:
+            assert materialize_all(config, instance, defs, quiet=True).success
+            assert len(server.requests) == 2 * 4 * 2  # two calls per chunk per mode
+            again = materialize_all(config, instance, defs, quiet=True)
+            assert again.success and again.extraction_calls == 0
+        assert len(server.requests) == 2 * 4 * 2  # nothing more reached the server
+
+
+def test_record_cassette_then_replay_it_as_a_backend(tmp_path: Path) -> None:
+    cassette = tmp_path / "live.jsonl"
+    with LoopbackLLMServer("openai", responder=openai_responder) as server:
+        config = make_config(
+            tmp_path,
+            {"oracle": "oracle", "live": f"oai-http:url={server.base_url},model=rules"},
+            modes=("strict",),
+            record_cassette={"live": cassette},
+        )
+        with DagsterInstance.ephemeral() as instance:
+            assert materialize_all(config, instance, quiet=True).success
+    assert len(load_cassette(cassette, unique=True)) == 4
+    recorded = json.loads((tmp_path / "reports" / "strict" / "report.json").read_text())
+    replay = make_config(
+        tmp_path / "replay",
+        {"oracle": "oracle", "live": f"cassette:path={cassette}"},
+        modes=("strict",),
+    )
+    with DagsterInstance.ephemeral() as instance:
+        assert materialize_all(replay, instance, quiet=True).success
+    replayed = json.loads((tmp_path / "replay" / "reports" / "strict" / "report.json").read_text())
+    assert replayed["backends"]["live"]["strict"] == recorded["backends"]["live"]["strict"]
+
+
+def _duplicate_keyed(tmp_path: Path) -> Path:
+    path = tmp_path / "dup.jsonl"
+    first = RULES.read_text().splitlines()[0]
+    path.write_text(first + "\n" + first + "\n")
+    return path
+
+
+def _corrupt(tmp_path: Path) -> Path:
+    path = tmp_path / "corrupt.jsonl"
+    path.write_text(RULES.read_text().splitlines()[0] + "\n{torn\n")
+    return path
+
+
+def _copy(tmp_path: Path) -> Path:
+    path = tmp_path / "copy.jsonl"
+    shutil.copyfile(RULES, path)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("make_backends", "extra", "check"),
+    [
+        (
+            lambda t: {"o": "oracle", "d": f"cassette:path={_duplicate_keyed(t)}"},
+            {},
+            "cassette_integrity",
+        ),
+        (lambda t: {"o": "oracle", "c": f"cassette:path={_corrupt(t)}"}, {}, "cassette_integrity"),
+        (
+            lambda t: {"o": "oracle", "a": f"cassette:path={RULES}", "b": f"cassette:path={RULES}"},
+            {},
+            "distinct_cassettes",
+        ),
+        (
+            lambda t: {
+                "o": "oracle",
+                "a": f"cassette:path={RULES}",
+                "b": f"cassette:path={_copy(t)}",
+            },
+            {},
+            "distinct_cassettes",
+        ),
+        (
+            lambda t: {"o": "oracle", "a": f"cassette:path={RULES}"},
+            {"record_cassette": {"a": Path("never.jsonl")}},
+            "no_record_on_replay",
+        ),
+    ],
+)
+def test_a_blocking_guard_stops_the_run_before_any_extraction(
+    tmp_path: Path,
+    make_backends,
+    extra,
+    check,  # type: ignore[no-untyped-def]
+) -> None:
+    config = make_config(tmp_path, make_backends(tmp_path), modes=("strict",), **extra)
+    with DagsterInstance.ephemeral() as instance:
+        outcome = materialize_all(config, instance, quiet=True)
+        assert not outcome.success
+        assert any(f" {check}: " in line for line in outcome.failed_checks), outcome.failed_checks
+        assert outcome.extraction_calls == 0
+        assert _materialized(instance, "run_plan")  # the checked asset is still materialised
+        assert not _materialized(instance, "extractions")
+        assert not _materialized(instance, "report")
+    assert not (tmp_path / "reports").exists()
+
+
+def test_byte_identical_fresh_recordings_fail_after_capture_before_the_report(
+    tmp_path: Path,
+) -> None:
+    seed = RULES.read_text().splitlines()[0] + "\n"
+    paths = {"a": tmp_path / "a.jsonl", "b": tmp_path / "b.jsonl"}
+    for path in paths.values():
+        path.write_text(seed)
+    with LoopbackLLMServer("openai", responder=lambda r: openai_error(400)) as server:
+        spec = f"oai-http:url={server.base_url}"
+        config = make_config(
+            tmp_path,
+            {"oracle": "oracle", "a": spec, "b": spec},  # same live spec twice is allowed
+            modes=("strict",),
+            record_cassette=paths,
+        )
+        with DagsterInstance.ephemeral() as instance:
+            outcome = materialize_all(config, instance, quiet=True)
+            assert _materialized(instance, "extractions")
+            assert _materialized(instance, "reference_comparison")
+            assert not _materialized(instance, "report")
+    assert not outcome.success
+    assert any("fresh_recordings_distinct" in line for line in outcome.failed_checks)
+
+
+def test_cassette_coverage_shortfall_is_a_note_and_an_error_rate(tmp_path: Path) -> None:
+    partial = tmp_path / "partial.jsonl"
+    strict_lines = [
+        line for line in RULES.read_text().splitlines() if '"ontology_mode":"strict"' in line
+    ]
+    partial.write_text("\n".join(strict_lines[:2]) + "\n")
+    config = make_config(
+        tmp_path, {"oracle": "oracle", "part": f"cassette:path={partial}"}, modes=("strict",)
+    )
+    with DagsterInstance.ephemeral() as instance:
+        assert materialize_all(config, instance, quiet=True).success
+    report = json.loads((tmp_path / "reports" / "strict" / "report.json").read_text())
+    part = report["backends"]["part"]
+    scope = [json.loads(line)["name"] for line in CORPUS.read_text().splitlines()[:4]]
+    kept = {json.loads(line)["request"]["episode_name"] for line in strict_lines[:2]}
+    covered = len(kept & set(scope))
+    assert part["chunks"] == 4
+    assert part["errors"] == 4 - covered
+    assert part["error_rate"] > 0
+    assert part["errors_by_type"].get("CassetteMiss", 0) == part["errors"]
+    assert any("part (strict)" in note and "covers" in note for note in report["notes"])
