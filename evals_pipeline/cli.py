@@ -48,9 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--output-dir", type=Path, default=Path("reports"))
     p.add_argument("--cache-dir", type=Path, default=Path(".evals_cache"))
     p.add_argument("--concurrency", type=int, default=8)
-    p.add_argument("--judge-cache", type=Path, default=Path("judge_cache.jsonl"))
-    p.add_argument("--judge-model", default=JudgeConfig().model)
-    p.add_argument("--judge-mode", choices=["reference", "pairwise", "both"], default="reference")
+    p.add_argument("--judge-cache", type=Path, help="default judge_cache.jsonl")
+    p.add_argument("--judge-model", help=f"default {JudgeConfig().model}")
+    p.add_argument("--judge-mode", choices=["reference", "pairwise", "both"])
     p.add_argument("--dry-run", action="store_true", help="print the plan; call and write nothing")
     p.add_argument("--verbose", action="store_true", help="print Dagster's event log")
     return p
@@ -84,9 +84,18 @@ def _config_from_flags(args: argparse.Namespace, parser: argparse.ArgumentParser
         output_dir=args.output_dir,
         cache_dir=args.cache_dir,
         concurrency=args.concurrency,
-        judge=JudgeConfig(model=args.judge_model, mode=args.judge_mode, cache=args.judge_cache),
     )
+    config = _with_judge_flags(config, args)
     return config.check("command line").resolved_against(Path.cwd())
+
+
+def _with_judge_flags(config: EvalsConfig, args: argparse.Namespace) -> EvalsConfig:
+    """Judge flags given on the command line override the config's judge settings."""
+    given = {"model": args.judge_model, "mode": args.judge_mode, "cache": args.judge_cache}
+    updates = {k: v for k, v in given.items() if v is not None}
+    if not updates:
+        return config
+    return config.model_copy(update={"judge": config.judge.model_copy(update=updates)})
 
 
 def _config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> EvalsConfig:
@@ -99,6 +108,10 @@ def _config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> EvalsC
         config = config.model_copy(update={"modes": (args.ontology_mode,)})
     if args.all or args.limit:
         config = config.model_copy(update={"scope": "all" if args.all else args.limit})
+    config = _with_judge_flags(config, args)
+    if args.judge_cache is not None:  # a flag path is relative to the working directory
+        judge = config.judge.model_copy(update={"cache": args.judge_cache.resolve()})
+        config = config.model_copy(update={"judge": judge})
     return config
 
 
@@ -115,6 +128,8 @@ def dry_run(config: EvalsConfig) -> str:
         ontology,
         corpus_path=str(corpus.path),
         corpus_digest=corpus.digest,
+        expected=corpus.expected_graphs(),
+        judge_coverage=True,
     )
     return plan.render()
 

@@ -33,6 +33,8 @@ class MaterializeResult:
     runs: int = 0
     extraction_calls: int = 0
     cache_hits: int = 0
+    judge_calls: int = 0
+    judge_cache_hits: int = 0
     failed_checks: list[str] = field(default_factory=list)
     failed_steps: list[str] = field(default_factory=list)
     report_path: Path | None = None
@@ -71,6 +73,9 @@ def _run(
         if "extraction_calls" in meta:
             outcome.extraction_calls += int(meta["extraction_calls"].value)  # type: ignore[arg-type]
             outcome.cache_hits += int(meta["cache_hits"].value)  # type: ignore[arg-type]
+        if "judge_calls" in meta:
+            outcome.judge_calls += int(meta["judge_calls"].value)  # type: ignore[arg-type]
+            outcome.judge_cache_hits += int(meta["judge_cache_hits"].value)  # type: ignore[arg-type]
     where = f"[{partition_key}]" if partition_key else ""
     for evaluation in result.get_asset_check_evaluations():
         if not evaluation.passed:
@@ -103,7 +108,12 @@ def materialize_all(
             key = str(extraction_key(backend, mode))
             if not _run(defs, instance, ["extractions", "scores"], key, outcome, quiet):
                 return outcome
-        if not _run(defs, instance, ["reference_comparison", "report"], mode, outcome, quiet):
+        for backend in sorted(config.backends):  # judging reads every backend's extractions
+            key = str(extraction_key(backend, mode))
+            if not _run(defs, instance, ["judge_verdicts"], key, outcome, quiet):
+                return outcome
+        layer = ["reference_comparison", "pairwise_tallies", "report"]
+        if not _run(defs, instance, layer, mode, outcome, quiet):
             return outcome
     if _run(defs, instance, ["mode_matrix_report"], None, outcome, quiet):
         outcome.report_path = config.output_dir / "mode_matrix.md"
@@ -119,7 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     outcome = materialize_all(config, quiet=not args.verbose)
     print(
         f"{outcome.runs} runs; {outcome.extraction_calls} extraction calls, "
-        f"{outcome.cache_hits} answered from the extraction cache",
+        f"{outcome.cache_hits} answered from the extraction cache; {outcome.judge_calls} judge "
+        f"calls, {outcome.judge_cache_hits} answered from the judge cache",
         file=sys.stderr,
     )
     for line in outcome.failed_checks:

@@ -9,8 +9,12 @@ from __future__ import annotations
 import warnings
 
 from dagster import (
+    AllPartitionMapping,
     BetaWarning,
+    DimensionPartitionMapping,
+    IdentityPartitionMapping,
     MultiPartitionKey,
+    MultiPartitionMapping,
     MultiPartitionsDefinition,
     MultiToSingleDimensionPartitionMapping,
     StaticPartitionsDefinition,
@@ -26,6 +30,13 @@ ONTOLOGY_MODE = "ontology_mode"
 with warnings.catch_warnings():  # beta in Dagster 1.13, and exactly the mapping we mean
     warnings.simplefilter("ignore", BetaWarning)
     BY_MODE = MultiToSingleDimensionPartitionMapping(partition_dimension_name=ONTOLOGY_MODE)
+    # A per-backend asset reading every backend's partition of its own mode.
+    ALL_BACKENDS_SAME_MODE = MultiPartitionMapping(
+        {
+            BACKEND: DimensionPartitionMapping(BACKEND, AllPartitionMapping()),
+            ONTOLOGY_MODE: DimensionPartitionMapping(ONTOLOGY_MODE, IdentityPartitionMapping()),
+        }
+    )
 
 
 def mode_partitions(config: EvalsConfig) -> StaticPartitionsDefinition:

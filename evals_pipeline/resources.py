@@ -21,6 +21,8 @@ from .core.corpus import ProseCorpus, load_prose_corpus
 from .core.extractors.anthropic import API_KEY_ENV
 from .core.extractors.base import Extractor
 from .core.extractors.specs import build_extractor
+from .core.judge.cache import JudgeCache
+from .core.judge.client import JudgeClient
 from .core.models import Episode, OntologyMode
 from .core.ontology import Ontology, load_ontology
 from .core.options import ExtractOptions
@@ -79,7 +81,9 @@ class EvalsResource(ConfigurableResource):
             mode, self.ontology(), config.max_tokens_entities, config.max_tokens_edges
         )
 
-    def plan(self, episodes: list[Episode] | None = None) -> RunPlan:
+    def plan(
+        self, episodes: list[Episode] | None = None, *, judge_coverage: bool = False
+    ) -> RunPlan:
         corpus = self.corpus()
         return plan_run(
             self.config,
@@ -88,6 +92,20 @@ class EvalsResource(ConfigurableResource):
             corpus_path=str(corpus.path),
             corpus_digest=corpus.digest,
             environ={API_KEY_ENV: self.anthropic_api_key or ""},
+            expected=corpus.expected_graphs(),
+            judge_coverage=judge_coverage,
+        )
+
+    def judge_client(self) -> JudgeClient | None:
+        """The judge behind its mandatory cache, or None without ANTHROPIC_API_KEY (skip)."""
+        if not self.anthropic_api_key:
+            return None
+        judge = self.config.judge
+        return JudgeClient(
+            JudgeCache(judge.cache),
+            api_key=self.anthropic_api_key,
+            model=judge.model,
+            concurrency=self.config.concurrency,
         )
 
     def extractor(self, backend: str) -> CachingExtractor:

@@ -7,6 +7,7 @@ from dagster import AssetsDefinition
 from ..core.config import EvalsConfig
 from .corpus import build_corpus_assets
 from .extraction import build_extraction_assets
+from .judging import build_judging_assets
 from .reports import build_report_assets
 
 
@@ -14,5 +15,6 @@ def build_assets(config: EvalsConfig) -> list[AssetsDefinition]:
     return [
         *build_corpus_assets(config),
         *build_extraction_assets(config),
+        *build_judging_assets(config),
         *build_report_assets(config),
     ]

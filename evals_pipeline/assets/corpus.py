@@ -58,7 +58,7 @@ def build_corpus_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         context: AssetExecutionContext, evals: EvalsResource, corpus: pd.DataFrame
     ) -> Iterator[Any]:
         """The resolved plan (the same code as --dry-run); guards are its blocking checks."""
-        plan = evals.plan(table_episodes(corpus))
+        plan = evals.plan(table_episodes(corpus), judge_coverage=True)
         yield Output(
             plan.to_dict(),
             metadata={

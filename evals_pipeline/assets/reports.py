@@ -21,6 +21,7 @@ from dagster import (
 )
 
 from ..core.config import EvalsConfig
+from ..core.judge.reference import judged_scores, verdicts_from_rows
 from ..core.plan import fresh_recording_guards
 from ..core.reports.assemble import assemble_mode_report
 from ..core.reports.files import write_report_files
@@ -103,19 +104,37 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         group_name="reports",
         ins={
             "scores": AssetIn(partition_mapping=BY_MODE),
+            "judge_verdicts": AssetIn(partition_mapping=BY_MODE),
             "run_plan": AssetIn(),
+            "pairwise_tallies": AssetIn(),
         },
     )
     def report(
         context: AssetExecutionContext,
         evals: EvalsResource,
         scores: Any,
+        judge_verdicts: Any,
         reference_comparison: dict[str, Any],
         run_plan: dict[str, Any],
+        pairwise_tallies: dict[str, Any],
     ) -> Output[dict]:
         """The report for one ontology mode, as JSON and Markdown files."""
         mode = context.partition_key
         ontology = evals.ontology()
+        judge = {k: v for k, v in run_plan["judge"].items() if k != "planned_calls"}
+        judged: dict[str, Any] | None = None
+        if judge["status"] != "skipped" and judge["mode"] in ("reference", "both"):
+            judge["status"] = "ran"
+            judged = {
+                name: judged_scores(verdicts_from_rows(table.to_dict(orient="records")))
+                for name, table in _by_backend(
+                    fan_in(context, "judge_verdicts", judge_verdicts)
+                ).items()
+                if name != evals.config.reference
+            }
+        elif judge["status"] != "skipped":
+            judge["status"] = "ran"
+        pairwise = pairwise_tallies if judge["mode"] in ("pairwise", "both") else None
         built = assemble_mode_report(
             mode=mode,
             reference=evals.config.reference,
@@ -127,8 +146,10 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                 "digest": run_plan["corpus_digest"],
                 "chunks": run_plan["scope"],
             },
-            judge={k: v for k, v in run_plan["judge"].items() if k != "planned_calls"},
+            judge=judge,
             notes=[n for n in run_plan["notes"] if f"({mode})" in n],
+            judged=judged,
+            pairwise=pairwise,
         )
         markdown = render_mode_report(built)
         json_path, _md_path = write_report_files(

@@ -21,7 +21,7 @@ from .cassettes.store import Cassette, load_cassette
 from .config import EvalsConfig
 from .errors import CassetteCorrupt, CassetteDuplicateKey
 from .extractors.anthropic import API_KEY_ENV
-from .models import Episode, OntologyMode
+from .models import Episode, ExtractionResult, OntologyMode
 from .ontology import Ontology
 from .options import ExtractOptions
 
@@ -98,9 +98,19 @@ class RunPlan:
             lines.append(f"    planned extraction calls: {calls}; already cached: {cached}")
         judge = self.judge
         lines.append(
-            f"judge: {judge['status']} ({judge['reason']}); {judge['mode']} mode would make "
+            f"judge: {judge['status']} ({judge['reason']}); {judge['mode']} mode plans up to "
             f"{judge['planned_calls']} judge calls with {judge['model']}"
         )
+        if "cache" in judge:
+            cache = judge["cache"]
+            if "error" in cache:
+                lines.append(f"  judge cache: unreadable: {cache['error']}")
+            else:
+                lines.append(
+                    f"  judge cache already covers {cache['cached']}; "
+                    f"{cache['uncached']} to make; {cache['unknown']} unknown until their "
+                    "extractions exist"
+                )
         if self.guards:
             lines.append("guards that would abort a real run:")
             lines += [f"  [{g.check}] {g.message}" for g in self.guards]
@@ -176,7 +186,7 @@ def judge_plan(
     return {
         "status": "planned" if has_key else "skipped",
         "reason": (
-            f"LLM-as-judge scoring is not implemented yet; {API_KEY_ENV} is set but unused"
+            f"{API_KEY_ENV} is set; every judge call goes through the cache at {config.judge.cache}"
             if has_key
             else f"{API_KEY_ENV} is not set; strict-string scores only"
         ),
@@ -195,8 +205,14 @@ def plan_run(
     corpus_path: str,
     corpus_digest: str,
     environ: Mapping[str, str] | None = None,
+    expected: Mapping[str, ExtractionResult] | None = None,
+    judge_coverage: bool = False,
 ) -> RunPlan:
-    """Resolve every backend exactly as a real run would, without making a call."""
+    """Resolve every backend exactly as a real run would, without making a call.
+
+    `judge_coverage` also renders the judge prompts that free sources (cassettes, the oracle,
+    the extraction cache) allow, to say how many planned judge calls the cache already holds.
+    """
     guards: list[Guard] = []
     notes: list[str] = []
     _identity_guards(config, guards)
@@ -237,6 +253,13 @@ def plan_run(
                     )
             plan.planned_calls[mode] = 2 * (len(mode_keys) - cached) if action == "live" else 0
         backends[name] = plan
+    judge = judge_plan(config, len(episodes), environ)
+    if judge_coverage and not any(g.check == "cassette_integrity" for g in guards):
+        from .judge.coverage import judge_cache_coverage
+
+        judge["cache"] = judge_cache_coverage(
+            config, episodes, ontology, expected or {}, corpus_digest
+        )
     return RunPlan(
         corpus_path=corpus_path,
         corpus_digest=corpus_digest,
@@ -246,7 +269,7 @@ def plan_run(
         backends=backends,
         guards=guards,
         notes=notes,
-        judge=judge_plan(config, len(episodes), environ),
+        judge=judge,
     )
 
 

@@ -1,0 +1,490 @@
+"""Reading bench run B against run A: pooled rates, paired bootstrap intervals, what moved.
+
+A single run's rate says little about a change; two runs over the same episodes do, if the
+comparison pairs each episode with itself and asks whether the corpus can tell them apart. This
+module reads two run reports, pairs their episodes, and reports per rate A, B, B − A over the
+pooled counts with a 95% paired bootstrap interval (`statistics_bootstrap`), per-episode rises
+and falls, status changes and the largest drops and rises.
+
+Run report (the JSON each benchmark run writes; the writer produces exactly this)::
+
+    {
+      "corpus_version": "1.1.0",          # optional; reports of different versions still pair
+      "corpus_digest": "<sha256>",        # optional; the whole corpus, informational
+      "split": "dev",                     # optional
+      "rows": {                           # one row per oracle / model, at least one
+        "<row name>": {
+          "episodes": [
+            {
+              "case": "direction/ships",  # family/instance
+              "source_id": "ep-1",        # the episode within the case
+              "case_digest": "<sha256>",  # content of the case; absent before corpus 1.1
+              "status": "ok",             # "ok" | "error" (any string is tabulated)
+              "counts": {"entities_tp": 3, "entities_produced": 4, "entities_expected": 3}
+            }
+          ]
+        }
+      }
+    }
+
+Fields not named here are ignored. `counts` maps count names (those of `RATES`) to non-negative
+integers. The writer should write every count it knows for every episode, errored ones included
+(nothing produced, but everything still expected): a count an episode lacks is read as 0, and a
+rate is computed for a run only when some paired episode of that run carries all its counts.
+
+Pairing: on (case, source_id), and only where both sides carry the same `case_digest`, so that a
+case whose content changed between corpus versions is not compared with its old self. Reports
+from before case digests have none; `pair_by_name=True` pairs on (case, source_id) alone, which
+asserts that the cases did not change. Everything not paired is listed; with no pair at all the
+comparison is refused (`ComparisonRefused`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import EvalsError, InputFileError
+from .statistics_bootstrap import paired_bootstrap_deltas, pooled_rate
+
+# Rate name -> (numerator, denominator). Each side is a count name, or several joined by "+".
+RATES: dict[str, tuple[str, str]] = {
+    "entity_precision": ("entities_tp", "entities_produced"),
+    "entity_recall": ("entities_tp", "entities_expected"),
+    "edge_precision": ("edges_tp", "edges_produced"),
+    "edge_recall": ("edges_tp", "edges_expected"),
+    "property_precision": ("properties_tp", "properties_produced"),
+    "property_recall": ("properties_tp", "properties_expected"),
+    "direction": ("edges_matched", "edges_matched+edges_reversed"),
+    "conformance": ("items_conformant", "items_emitted"),
+    "ungrounded": ("quotes_ungrounded", "items_emitted"),
+    "forbidden": ("forbidden_written", "forbidden_total"),
+}
+# Rates where a fall is an improvement; rendering says so.
+LOWER_IS_BETTER: frozenset[str] = frozenset({"ungrounded", "forbidden"})
+
+# (tp, produced, expected) groups whose sum gives the per-episode F1 used to rank changes.
+_F1_GROUPS: tuple[tuple[str, str, str], ...] = (
+    ("entities_tp", "entities_produced", "entities_expected"),
+    ("edges_tp", "edges_produced", "edges_expected"),
+)
+_F1_LABELS = {"entities_tp": "entity", "edges_tp": "edge"}
+TOP_CHANGES = 5
+CONFIDENCE = 0.95
+
+Key = tuple[str, str]
+
+
+class ComparisonRefused(EvalsError):
+    """The two runs share no comparable episode, so no difference between them can be measured."""
+
+
+class RunReportError(EvalsError):
+    """A run report does not have the documented shape, or the row asked for is not in it."""
+
+
+@dataclass(frozen=True)
+class _Episode:
+    case: str
+    source_id: str
+    case_digest: str | None
+    status: str
+    counts: Mapping[str, int]
+
+    @property
+    def key(self) -> Key:
+        return (self.case, self.source_id)
+
+
+def load_run_report(path: Path | str) -> dict[str, Any]:
+    """Read a run report file; unreadable or non-JSON content is an InputFileError."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputFileError(path, "file not found") from None
+    except UnicodeDecodeError as exc:
+        raise InputFileError(path, f"not UTF-8 text (byte offset {exc.start})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputFileError(
+            path, f"invalid JSON: {exc.msg} (column {exc.colno})", line=exc.lineno
+        ) from None
+    if not isinstance(data, dict):
+        raise InputFileError(path, "a run report must be a JSON object")
+    return data
+
+
+def _names(side: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in side.split("+"))
+
+
+def _optional_str(report: Mapping[str, Any], field: str, run: str) -> str | None:
+    value = report.get(field)
+    if value is not None and not isinstance(value, str):
+        raise RunReportError(f"run {run}: {field} must be a string")
+    return value
+
+
+def _select_row(report: Mapping[str, Any], row: str | None, run: str) -> tuple[str, Any]:
+    rows = report.get("rows") if isinstance(report, Mapping) else None
+    if not isinstance(rows, Mapping) or not rows:
+        raise RunReportError(f"run {run}: 'rows' must be a non-empty object of rows")
+    names = sorted(rows)
+    if row is None:
+        if len(names) > 1:
+            raise RunReportError(
+                f"run {run} holds {len(names)} rows ({', '.join(names)}); pick one with row_{run}"
+            )
+        row = names[0]
+    elif row not in rows:
+        raise RunReportError(f"run {run} has no row {row!r} (rows: {', '.join(names)})")
+    return row, rows[row]
+
+
+def _read_episodes(body: Any, row: str, run: str) -> dict[Key, _Episode]:
+    where = f"run {run}: rows.{row}"
+    episodes = body.get("episodes") if isinstance(body, Mapping) else None
+    if not isinstance(episodes, list):
+        raise RunReportError(f"{where}.episodes must be a list")
+    out: dict[Key, _Episode] = {}
+    for i, ep in enumerate(episodes):
+        at = f"{where}.episodes[{i}]"
+        if not isinstance(ep, Mapping):
+            raise RunReportError(f"{at} must be an object")
+        for field in ("case", "source_id", "status"):
+            if not isinstance(ep.get(field), str) or not ep[field]:
+                raise RunReportError(f"{at}.{field} must be a non-empty string")
+        digest = ep.get("case_digest")
+        if digest is not None and not isinstance(digest, str):
+            raise RunReportError(f"{at}.case_digest must be a string")
+        counts = ep.get("counts", {})
+        if not isinstance(counts, Mapping):
+            raise RunReportError(f"{at}.counts must be an object")
+        for name, value in counts.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise RunReportError(f"{at}.counts.{name} must be a non-negative integer")
+        episode = _Episode(ep["case"], ep["source_id"], digest or None, ep["status"], counts)
+        if episode.key in out:
+            raise RunReportError(f"{at}: episode {episode.key} appears twice in the row")
+        out[episode.key] = episode
+    return out
+
+
+def _key_dict(key: Key) -> dict[str, str]:
+    return {"case": key[0], "source_id": key[1]}
+
+
+def _pair(
+    a: dict[Key, _Episode], b: dict[Key, _Episode], pair_by_name: bool
+) -> tuple[list[tuple[_Episode, _Episode]], dict[str, list[Key]]]:
+    pairs: list[tuple[_Episode, _Episode]] = []
+    unpaired: dict[str, list[Key]] = {
+        "only_a": sorted(set(a) - set(b)),
+        "only_b": sorted(set(b) - set(a)),
+        "case_changed": [],
+        "no_case_digest": [],
+    }
+    for key in sorted(set(a) & set(b)):
+        ea, eb = a[key], b[key]
+        if pair_by_name:
+            pairs.append((ea, eb))
+        elif ea.case_digest is None or eb.case_digest is None:
+            unpaired["no_case_digest"].append(key)
+        elif ea.case_digest != eb.case_digest:
+            unpaired["case_changed"].append(key)
+        else:
+            pairs.append((ea, eb))
+    return pairs, unpaired
+
+
+def _refusal(a: int, b: int, unpaired: Mapping[str, Sequence[Key]]) -> ComparisonRefused:
+    changed, undigested = len(unpaired["case_changed"]), len(unpaired["no_case_digest"])
+    if not changed and not undigested:
+        return ComparisonRefused(
+            f"no episode of run A ({a} episodes) has a counterpart in run B ({b} episodes) "
+            "by case and source id; the runs measure different episodes"
+        )
+    parts = []
+    if changed:
+        parts.append(f"{changed} share case and source id but the case content changed")
+    if undigested:
+        parts.append(
+            f"{undigested} share case and source id but a report carries no case digest (a "
+            "report from before case digests); pair_by_name=True pairs them, asserting the "
+            "cases did not change"
+        )
+    return ComparisonRefused("no episodes in common with equal case digests: " + "; ".join(parts))
+
+
+def _present(episodes: Sequence[_Episode]) -> set[str]:
+    names: set[str] = set()
+    for ep in episodes:
+        names.update(ep.counts)
+    return names
+
+
+def _column(episodes: Sequence[_Episode], names: Sequence[str]) -> np.ndarray:
+    return np.array([sum(ep.counts.get(n, 0) for n in names) for ep in episodes], dtype=np.int64)
+
+
+def _episode_f1(
+    episodes: Sequence[_Episode], groups: Sequence[tuple[str, str, str]]
+) -> list[float]:
+    """Per-episode F1 over the summed groups; nothing produced or expected scores 1.0."""
+    out = []
+    for ep in episodes:
+        tp = sum(ep.counts.get(g[0], 0) for g in groups)
+        den = sum(ep.counts.get(g[1], 0) + ep.counts.get(g[2], 0) for g in groups)
+        out.append(2 * tp / den if den else 1.0)
+    return out
+
+
+def _episode_rate(episodes: Sequence[_Episode], rate: str) -> list[float]:
+    num, den = (_names(side) for side in RATES[rate])
+    nums, dens = _column(episodes, num), _column(episodes, den)
+    return [float(n) / float(d) if d else 0.0 for n, d in zip(nums, dens, strict=True)]
+
+
+def compare_runs(
+    a: Mapping[str, Any],
+    b: Mapping[str, Any],
+    *,
+    row_a: str | None = None,
+    row_b: str | None = None,
+    pair_by_name: bool = False,
+    resamples: int = 10_000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Read run B against run A (both run reports, as documented above); JSON-ready result."""
+    name_a, body_a = _select_row(a, row_a, "a")
+    name_b, body_b = _select_row(b, row_b, "b")
+    eps_a, eps_b = _read_episodes(body_a, name_a, "a"), _read_episodes(body_b, name_b, "b")
+    pairs, unpaired = _pair(eps_a, eps_b, pair_by_name)
+    if not pairs:
+        raise _refusal(len(eps_a), len(eps_b), unpaired)
+    side_a = [p[0] for p in pairs]
+    side_b = [p[1] for p in pairs]
+    present_a, present_b = _present(side_a), _present(side_b)
+
+    runs = {}
+    notes: list[str] = []
+    for run, report, row in (("a", a, name_a), ("b", b, name_b)):
+        runs[run] = {
+            "row": row,
+            "corpus_version": _optional_str(report, "corpus_version", run),
+            "corpus_digest": _optional_str(report, "corpus_digest", run),
+            "split": _optional_str(report, "split", run),
+        }
+    for field in ("corpus_version", "split"):
+        if runs["a"][field] != runs["b"][field]:
+            notes.append(
+                f"{field} differs ({runs['a'][field]} vs {runs['b'][field]}); only cases whose "
+                "content is unchanged are paired"
+                if not pair_by_name
+                else f"{field} differs ({runs['a'][field]} vs {runs['b'][field]}); paired by "
+                "name, which asserts the cases did not change"
+            )
+
+    rates: list[dict[str, Any]] = []
+    both: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    for rate, (num_side, den_side) in RATES.items():
+        needed = _names(num_side) + _names(den_side)
+        in_a = all(n in present_a for n in needed)
+        in_b = all(n in present_b for n in needed)
+        if not in_a and not in_b:
+            continue
+        num_names, den_names = _names(num_side), _names(den_side)
+        na, da = _column(side_a, num_names), _column(side_a, den_names)
+        nb, db = _column(side_b, num_names), _column(side_b, den_names)
+        entry: dict[str, Any] = {
+            "rate": rate,
+            "numerator": num_side,
+            "denominator": den_side,
+            "lower_is_better": rate in LOWER_IS_BETTER,
+            "a": {"num": int(na.sum()), "den": int(da.sum()), "rate": pooled_rate(na, da)}
+            if in_a
+            else None,
+            "b": {"num": int(nb.sum()), "den": int(db.sum()), "rate": pooled_rate(nb, db)}
+            if in_b
+            else None,
+            "delta": None,
+            "low": None,
+            "high": None,
+            "rises": None,
+            "falls": None,
+        }
+        if in_a and in_b:
+            # Per episode, only where both rates are defined; cross-multiplied to stay exact.
+            defined = (da > 0) & (db > 0)
+            diff = nb * da - na * db
+            entry["rises"] = int(np.sum(defined & (diff > 0)))
+            entry["falls"] = int(np.sum(defined & (diff < 0)))
+            both.append((len(rates), na, da, nb, db))
+        else:
+            missing = "a" if not in_a else "b"
+            notes.append(f"{rate}: run {missing} carries no {num_side} / {den_side} counts")
+        rates.append(entry)
+
+    if both:
+        delta, low, high = paired_bootstrap_deltas(
+            *(np.stack([item[k] for item in both], axis=1) for k in range(1, 5)),
+            resamples=resamples,
+            seed=seed,
+            confidence=CONFIDENCE,
+        )
+        for j, (i, *_rest) in enumerate(both):
+            rates[i]["delta"] = float(delta[j])
+            rates[i]["low"] = float(low[j])
+            rates[i]["high"] = float(high[j])
+
+    status = Counter((ea.status, eb.status) for ea, eb in pairs)
+    status_changes = [
+        {"from": f, "to": t, "episodes": n, "changed": f != t}
+        for (f, t), n in sorted(status.items())
+    ]
+
+    groups = [g for g in _F1_GROUPS if all(n in present_a and n in present_b for n in g)]
+    ranking: str | None
+    if groups:
+        ranking = "+".join(_F1_LABELS[g[0]] for g in groups) + " F1"
+        score_a, score_b = _episode_f1(side_a, groups), _episode_f1(side_b, groups)
+    elif both:
+        ranking = rates[both[0][0]]["rate"]
+        score_a, score_b = _episode_rate(side_a, ranking), _episode_rate(side_b, ranking)
+    else:
+        ranking, score_a, score_b = None, [], []
+    changes: list[dict[str, Any]] = [
+        {
+            **_key_dict(ea.key),
+            "a": sa,
+            "b": sb,
+            "change": sb - sa,
+            "status_a": ea.status,
+            "status_b": eb.status,
+        }
+        for (ea, eb), sa, sb in zip(pairs, score_a, score_b, strict=True)
+        if sb != sa
+    ]
+    drops = sorted((c for c in changes if c["change"] < 0), key=lambda c: c["change"])
+    rises = sorted((c for c in changes if c["change"] > 0), key=lambda c: -c["change"])
+
+    return {
+        "a": runs["a"],
+        "b": runs["b"],
+        "pair_by_name": pair_by_name,
+        "paired": len(pairs),
+        "unpaired": {k: [_key_dict(key) for key in v] for k, v in unpaired.items()},
+        "resamples": resamples,
+        "seed": seed,
+        "confidence": CONFIDENCE,
+        "rates": rates,
+        "status_changes": status_changes,
+        "ranking_metric": ranking,
+        "largest_drops": drops[:TOP_CHANGES],
+        "largest_rises": rises[:TOP_CHANGES],
+        "notes": notes,
+    }
+
+
+def _fmt(value: float | None, signed: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    return f"{value:+.4f}" if signed else f"{value:.4f}"
+
+
+def _run_line(run: Mapping[str, Any]) -> str:
+    version = run.get("corpus_version") or "unknown version"
+    split = f" ({run['split']})" if run.get("split") else ""
+    return f"row `{run['row']}`, corpus {version}{split}"
+
+
+def render_comparison(result: Mapping[str, Any], *, list_limit: int = 20) -> str:
+    """The comparison as Markdown: a line per rate, then status changes, moves and leftovers."""
+    conf = round(100 * float(result["confidence"]))
+    how = (
+        "by case and source id alone (pair_by_name: cases asserted unchanged)"
+        if result["pair_by_name"]
+        else "by case and source id, with equal case digests"
+    )
+    un = result["unpaired"]
+    lines = [
+        "## Run B against run A",
+        "",
+        f"- A: {_run_line(result['a'])}",
+        f"- B: {_run_line(result['b'])}",
+        f"- paired episodes: {result['paired']}, {how}",
+        f"- unpaired: {len(un['only_a'])} only in A, {len(un['only_b'])} only in B, "
+        f"{len(un['case_changed'])} case changed, {len(un['no_case_digest'])} without case digest",
+        f"- {result['resamples']} paired bootstrap resamples (seed {result['seed']}), "
+        f"{conf}% intervals",
+        "",
+        f"| rate | A | B | B−A | {conf}% interval | verdict | episodes up / down |",
+        "|---|---:|---:|---:|---|---|---:|",
+    ]
+    for r in result["rates"]:
+        a = r["a"]["rate"] if r["a"] else None
+        b = r["b"]["rate"] if r["b"] else None
+        if r["low"] is None:
+            interval, verdict, moves = "—", "not in both runs", "—"
+        else:
+            interval = f"[{_fmt(r['low'], True)}, {_fmt(r['high'], True)}]"
+            if r["low"] <= 0.0 <= r["high"]:
+                verdict = "cannot tell apart"
+            else:
+                better = (r["delta"] < 0) == r["lower_is_better"]
+                verdict = "B better" if better else "B worse"
+            moves = f"{r['rises']} / {r['falls']}"
+        name = r["rate"] + (" (lower is better)" if r["lower_is_better"] else "")
+        lines.append(
+            f"| {name} | {_fmt(a)} | {_fmt(b)} | {_fmt(r['delta'], True)} | {interval} "
+            f"| {verdict} | {moves} |"
+        )
+
+    lines += ["", "### Status changes", "", "| A | B | episodes |", "|---|---|---:|"]
+    for s in result["status_changes"]:
+        lines.append(f"| {s['from']} | {s['to']} | {s['episodes']} |")
+
+    metric = result["ranking_metric"]
+    for title, items in (
+        ("Largest drops", result["largest_drops"]),
+        ("Largest rises", result["largest_rises"]),
+    ):
+        lines += ["", f"### {title}" + (f" ({metric})" if metric else ""), ""]
+        if not items:
+            lines.append("none")
+        for c in items:
+            status = (
+                f" [{c['status_a']} → {c['status_b']}]" if c["status_a"] != c["status_b"] else ""
+            )
+            lines.append(
+                f"- {c['case']} {c['source_id']}: {c['a']:.3f} → {c['b']:.3f} "
+                f"({c['change']:+.3f}){status}"
+            )
+
+    labels = {
+        "only_a": "Only in A",
+        "only_b": "Only in B",
+        "case_changed": "Case changed (digests differ)",
+        "no_case_digest": "Without case digest",
+    }
+    for key, label in labels.items():
+        items = un[key]
+        if not items:
+            continue
+        lines += ["", f"### {label} ({len(items)})", ""]
+        lines += [f"- {i['case']} {i['source_id']}" for i in items[:list_limit]]
+        if len(items) > list_limit:
+            lines.append(f"- … and {len(items) - list_limit} more")
+
+    if result["notes"]:
+        lines += ["", "### Notes", ""] + [f"- {n}" for n in result["notes"]]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,83 @@
+"""The judge cache: mandatory, append-only JSONL, keyed over prompt name, prompt and model.
+
+Judge calls are the expensive part of a run; a re-run against the same corpus, backends and
+cache path makes zero judge calls. Entries of the `reference/*` and `pairwise/*` prompt families
+can never collide because the prompt name is part of the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ..cassettes.format import rfc3339_now
+from ..cassettes.store import JsonlAppender
+from ..errors import EvalsError
+
+
+class JudgeCacheCorrupt(EvalsError):
+    def __init__(self, path: Path, line: int, problem: str) -> None:
+        self.path = path
+        self.line = line
+        super().__init__(f"corrupt judge cache {path}:{line}: {problem}")
+
+
+class JudgeCacheEntry(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    key: str
+    prompt_name: str
+    model: str
+    timestamp: str
+    text: str
+
+
+def judge_key(prompt_name: str, system: str, user: str, model: str) -> str:
+    material = json.dumps(
+        {"prompt_name": prompt_name, "system": system, "user": user, "model": model},
+        sort_keys=True,
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+class JudgeCache:
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self._entries: dict[str, JudgeCacheEntry] = {}
+        if self.path.exists():
+            self._load()
+        self._appender: JsonlAppender | None = None
+
+    def _load(self) -> None:
+        with self.path.open("rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                if not raw.strip():
+                    continue
+                try:
+                    entry = JudgeCacheEntry.model_validate_json(raw)
+                except ValidationError as exc:
+                    raise JudgeCacheCorrupt(self.path, number, exc.errors()[0]["msg"]) from None
+                self._entries.setdefault(entry.key, entry)
+
+    def get(self, key: str) -> str | None:
+        entry = self._entries.get(key)
+        return entry.text if entry is not None else None
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def put(self, key: str, prompt_name: str, model: str, text: str) -> None:
+        entry = JudgeCacheEntry(
+            key=key, prompt_name=prompt_name, model=model, timestamp=rfc3339_now(), text=text
+        )
+        if self._appender is None:
+            self._appender = JsonlAppender(self.path)
+        self._appender.append_model(entry)
+        self._entries[key] = entry

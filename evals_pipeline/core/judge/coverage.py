@@ -1,0 +1,106 @@
+"""How much of a run's judging the judge cache already covers, computed without a call.
+
+Judge prompts embed the extractions, so they can be rendered ahead of a run only where the
+extractions can be had for free: cassette replays, the oracle, and the extraction cache. Prompts
+over a live backend's not-yet-made calls are counted as unknown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from itertools import combinations
+from typing import Any
+
+from ..cassettes.cache import backend_fingerprint, cache_path
+from ..cassettes.replay import ReplayingExtractor
+from ..cassettes.store import load_cassette
+from ..config import EvalsConfig
+from ..errors import EvalsError
+from ..extractors.base import Extractor
+from ..extractors.oracle import OracleExtractor
+from ..models import Episode, ExtractionResult
+from ..ontology import Ontology
+from ..options import ExtractOptions
+from ..runner import extract_all, run_sync
+from .cache import JudgeCache, judge_key
+from .pairwise import slot_orders
+from .prompts import AXES, axis_items, render_pairwise, render_reference
+
+
+def _free_extractor(config: EvalsConfig, name: str, expected: Mapping[str, ExtractionResult],
+                    corpus_digest: str) -> Extractor:  # fmt: skip
+    spec = config.specs[name]
+    if spec.kind == "oracle":
+        return OracleExtractor(expected)
+    if spec.kind == "cassette" and spec.cassette_path is not None:
+        return ReplayingExtractor(load_cassette(spec.cassette_path, consume=False))
+    path = cache_path(
+        config.cache_dir, name, backend_fingerprint(spec, corpus_digest=corpus_digest)
+    )
+    return ReplayingExtractor(load_cassette(path, consume=False, missing_ok=True))
+
+
+def _free_results(
+    extractor: Extractor, episodes: Sequence[Episode], options: ExtractOptions
+) -> dict[str, ExtractionResult | None]:
+    runs = run_sync(lambda: extract_all(extractor, episodes, options, tolerate_misses=True))
+    return {r.episode.name: r.outcome.result if r.outcome else None for r in runs}
+
+
+def judge_cache_coverage(
+    config: EvalsConfig,
+    episodes: Sequence[Episode],
+    ontology: Ontology | None,
+    expected: Mapping[str, ExtractionResult],
+    corpus_digest: str,
+) -> dict[str, Any]:
+    """{"cached": n, "uncached": n, "unknown": n} over the judge calls the run would plan."""
+    try:
+        cache = JudgeCache(config.judge.cache)
+    except EvalsError as exc:
+        return {"error": str(exc)}
+    counts = {"cached": 0, "uncached": 0, "unknown": 0}
+    bodies = {e.name: e.body for e in episodes}
+    model = config.judge.model
+    names = sorted(config.backends)
+
+    def count(prompt: tuple[str, str, str]) -> None:
+        counts["cached" if judge_key(*prompt, model) in cache else "uncached"] += 1
+
+    for mode in config.active_modes:
+        options = ExtractOptions.for_mode(
+            mode, ontology, config.max_tokens_entities, config.max_tokens_edges
+        )
+        results: dict[str, dict[str, ExtractionResult | None]] = {}
+        for name in names:
+            try:
+                extractor = _free_extractor(config, name, expected, corpus_digest)
+            except EvalsError:
+                extractor = None  # a corrupt cassette: the guards report it
+            results[name] = (
+                _free_results(extractor, episodes, options) if extractor is not None else {}
+            )
+        for chunk in bodies:
+            if config.judge.mode in ("reference", "both"):
+                ref = results[config.reference].get(chunk)
+                for name in names:
+                    if name == config.reference:
+                        continue
+                    cand = results[name].get(chunk)
+                    if ref is None or cand is None:
+                        counts["unknown"] += len(AXES)
+                        continue
+                    for axis in AXES:
+                        if axis_items(cand, axis) or axis_items(ref, axis):
+                            count(render_reference(bodies[chunk], axis, cand, ref))
+            if config.judge.mode in ("pairwise", "both"):
+                for left, right in combinations(names, 2):
+                    lr, rr = results[left].get(chunk), results[right].get(chunk)
+                    if lr is None or rr is None:
+                        counts["unknown"] += 2 * len(AXES)
+                        continue
+                    by_name = {left: lr, right: rr}
+                    for axis in AXES:
+                        for a, b in slot_orders(chunk, left, right):
+                            count(render_pairwise(bodies[chunk], axis, by_name[a], by_name[b]))
+    return counts

@@ -1,0 +1,119 @@
+"""Reference mode: judged P/R/F1 of a candidate against the reference backend, per axis.
+
+The judge pairs candidate items with reference items that say the same thing; pairs are made
+one-to-one here, whatever the judge returned. Like strict scores, this is agreement with another
+model, not ground truth; it forgives wording, so a backend judged against itself lands near 1.0
+while its strict score is lower (the noise floor).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict
+
+from ..errors import EvalsError
+from ..models import ExtractionResult
+from ..parsing import parse_structured
+from ..scoring.strict import PRF
+from .client import JudgeClient
+from .prompts import AXES, axis_items, render_reference
+
+
+class _Matches(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    matches: list[tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    chunk: str
+    axis: str
+    tp: int
+    fp: int
+    fn: int
+    error: str | None = None
+
+
+def matches_to_counts(matches: list[tuple[int, int]], n_candidate: int, n_reference: int) -> PRF:
+    """One-to-one, in-range pairs only: a judge that pairs one item twice gains nothing."""
+    used_c: set[int] = set()
+    used_r: set[int] = set()
+    for c, r in matches:
+        if 1 <= c <= n_candidate and 1 <= r <= n_reference and c not in used_c and r not in used_r:
+            used_c.add(c)
+            used_r.add(r)
+    tp = len(used_c)
+    return PRF(tp=tp, fp=n_candidate - tp, fn=n_reference - tp)
+
+
+async def judge_chunk_axis(
+    client: JudgeClient,
+    chunk: str,
+    body: str,
+    axis: str,
+    candidate: ExtractionResult,
+    reference: ExtractionResult,
+) -> Verdict:
+    n_c, n_r = len(axis_items(candidate, axis)), len(axis_items(reference, axis))
+    if n_c == 0 and n_r == 0:  # nothing to judge, and nothing to pay for
+        return Verdict(chunk, axis, 0, 0, 0)
+    name, system, user = render_reference(body, axis, candidate, reference)
+    try:
+        text = await client.judge(name, system, user)
+    except EvalsError as exc:
+        return Verdict(chunk, axis, 0, 0, 0, error=str(exc))  # not scored, counted
+    parsed, _status = parse_structured(text, _Matches)
+    if parsed is None:
+        return Verdict(chunk, axis, 0, 0, 0, error="malformed judge reply")
+    counts = matches_to_counts(parsed.matches, n_c, n_r)
+    return Verdict(chunk, axis, counts.tp, counts.fp, counts.fn)
+
+
+async def judge_against_reference(
+    client: JudgeClient,
+    bodies: Mapping[str, str],
+    candidate: Mapping[str, ExtractionResult | None],
+    reference: Mapping[str, ExtractionResult | None],
+) -> list[Verdict]:
+    """Verdicts for every chunk both sides extracted, on every axis (chunk order, then axis)."""
+    tasks = [
+        judge_chunk_axis(client, chunk, bodies[chunk], axis, cand, ref)
+        for chunk, ref in reference.items()
+        if ref is not None and (cand := candidate.get(chunk)) is not None
+        for axis in AXES
+    ]
+    return list(await asyncio.gather(*tasks))
+
+
+def judged_scores(verdicts: list[Verdict]) -> dict[str, dict[str, float | int]]:
+    """Pooled judged P/R/F1 per axis."""
+    out: dict[str, dict[str, float | int]] = {}
+    for axis in AXES:
+        total = PRF()
+        for v in verdicts:
+            if v.axis == axis:
+                total = total + PRF(tp=v.tp, fp=v.fp, fn=v.fn)
+        errors = sum(1 for v in verdicts if v.axis == axis and v.error)
+        out[axis] = {**total.to_dict(), "judge_errors": errors}
+    return out
+
+
+def verdicts_from_rows(rows: list[dict[str, object]]) -> list[Verdict]:
+    """Verdicts read back from a stored table (NaN/None errors become None)."""
+    out = []
+    for row in rows:
+        error = row.get("error")
+        out.append(
+            Verdict(
+                chunk=str(row["chunk"]),
+                axis=str(row["axis"]),
+                tp=int(row["tp"]),  # type: ignore[call-overload]
+                fp=int(row["fp"]),  # type: ignore[call-overload]
+                fn=int(row["fn"]),  # type: ignore[call-overload]
+                error=error if isinstance(error, str) else None,
+            )
+        )
+    return out

@@ -1,0 +1,293 @@
+"""Acceptance: `dagster dev` serves the asset graph built from a project file.
+
+Starts the real webserver and daemon (`dagster dev -w workspace.yaml`, the shipped workspace
+file) on a free loopback port against a hermetic config in tmp_path, waits for `/server_info`,
+and asks GraphQL for the asset nodes, their partition keys and their asset checks.
+
+The server runs in its own session (process group) with SIGINT's handler reset before exec, so
+SIGTERM to the group stops it; every wait is bounded, and the group is SIGKILLed if it lingers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+# The `dagster` script of the interpreter running the tests (the project's venv).
+DAGSTER = str(Path(sys.executable).parent / "dagster")
+CORPUS = REPO / "corpus" / "prose" / "chunks.jsonl"
+ONTOLOGY = REPO / "ontologies" / "prose.yaml"
+CASSETTES = REPO / "corpus" / "cassettes"
+PROJECT_ENV = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "EVALS_ANTHROPIC_BASE_URL",
+    "EVALS_OAI_API_KEY",
+    "EVALS_RECORD_LLM",
+    "EVALS_REPLAY_LLM",
+    "EVALS_CONFIG",
+    "DAGSTER_HOME",
+)
+
+STARTUP_TIMEOUT_S = 60.0  # answered after 10-14 s on a 2-core machine
+REQUEST_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 15.0
+
+BACKENDS = ("oracle", "rules", "sloppy")
+MODES = ("freeform", "open", "strict")
+ASSETS = {
+    "corpus",
+    "run_plan",
+    "extractions",
+    "scores",
+    "reference_comparison",
+    "report",
+    "mode_matrix_report",
+}
+PLAN_CHECKS = {"cassette_integrity", "distinct_cassettes", "no_record_on_replay"}
+
+QUERY = """
+{
+  workspaceOrError {
+    __typename
+    ... on Workspace {
+      locationEntries {
+        name
+        locationOrLoadError {
+          __typename
+          ... on PythonError { message }
+        }
+      }
+    }
+  }
+  assetNodes {
+    assetKey { path }
+    isPartitioned
+    partitionKeys
+    partitionDefinition { dimensionTypes { name } }
+    assetChecksOrError {
+      __typename
+      ... on AssetChecks { checks { name blocking } }
+    }
+  }
+}
+"""
+
+
+LOAD_STATUS_QUERY = "{ workspaceOrError { ... on Workspace { locationEntries { loadStatus } } } }"
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _write_project(tmp_path: Path) -> tuple[Path, Path]:
+    """A config over the repo's inputs writing only under tmp_path, and a DAGSTER_HOME."""
+    config = tmp_path / "evals.yaml"
+    config.write_text(
+        "backends:\n"
+        "  oracle: oracle\n"
+        f"  rules: cassette:path={CASSETTES / 'rules.jsonl'}\n"
+        f"  sloppy: cassette:path={CASSETTES / 'sloppy.jsonl'}\n"
+        "reference: oracle\n"
+        f"corpus: {CORPUS}\n"
+        "scope: 4\n"
+        f"ontology: {ONTOLOGY}\n"
+        "modes: [freeform, open, strict]\n"
+        f"output_dir: {tmp_path / 'reports'}\n"
+        f"cache_dir: {tmp_path / 'cache'}\n"
+        "judge:\n"
+        f"  cache: {tmp_path / 'judge_cache.jsonl'}\n"
+    )
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    return config, home
+
+
+def _env(config: Path, home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in PROJECT_ENV}
+    env["EVALS_CONFIG"] = str(config)
+    env["DAGSTER_HOME"] = str(home.resolve())
+    return env
+
+
+def _reset_sigint() -> None:
+    # `dagster dev` started in the background ignores SIGTERM unless SIGINT's handler is reset.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - a reused id owned by someone else
+        return False
+    return True
+
+
+def _wait_group_gone(pgid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while _group_alive(pgid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> str:
+    """SIGTERM the server's process group, then SIGKILL whatever is left of it.
+
+    Returns how it went, for assertion messages.
+    """
+    pgid = proc.pid  # start_new_session: the leader's pid is the group id
+    started = time.monotonic()
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=STOP_TIMEOUT_S)
+    if _wait_group_gone(pgid, 5.0):
+        return f"stopped by SIGTERM in {time.monotonic() - started:.1f} s"
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5.0)
+    _wait_group_gone(pgid, 5.0)
+    return f"SIGKILLed after SIGTERM was ignored for {time.monotonic() - started:.1f} s"
+
+
+def _tail(log: Path, n: int = 40) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "<no log>"
+
+
+@contextlib.contextmanager
+def _dagster_dev(tmp_path: Path) -> Iterator[tuple[str, Path, subprocess.Popen[bytes], list[str]]]:
+    config, home = _write_project(tmp_path)
+    shutil.copyfile(REPO / "workspace.yaml", tmp_path / "workspace.yaml")
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = tmp_path / "dagster_dev.log"
+    stopped: list[str] = []
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [DAGSTER, "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
+            cwd=tmp_path,
+            env=_env(config, home),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_reset_sigint,
+        )
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"dagster dev exited with {proc.returncode}:\n{_tail(log)}")
+            try:
+                if httpx.get(f"{base}/server_info", timeout=2.0).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"dagster dev did not answer in {STARTUP_TIMEOUT_S} s:\n{_tail(log)}")
+            time.sleep(0.5)
+        # The webserver can answer before the code location has finished loading.
+        while not _locations_loaded(base):
+            if time.monotonic() > deadline:
+                pytest.fail(f"code location not loaded in {STARTUP_TIMEOUT_S} s:\n{_tail(log)}")
+            time.sleep(0.5)
+        yield base, log, proc, stopped
+    finally:
+        stopped.append(_stop(proc))
+
+
+def _locations_loaded(base: str) -> bool:
+    try:
+        data = _graphql(base, LOAD_STATUS_QUERY)
+    except (httpx.HTTPError, AssertionError, ValueError):
+        return False
+    workspace = data["workspaceOrError"]
+    entries = workspace.get("locationEntries") or []
+    return bool(entries) and all(e["loadStatus"] == "LOADED" for e in entries)
+
+
+def _graphql(base: str, query: str) -> dict[str, Any]:
+    response = httpx.post(f"{base}/graphql", json={"query": query}, timeout=REQUEST_TIMEOUT_S)
+    response.raise_for_status()
+    body = response.json()
+    assert "errors" not in body, body["errors"]
+    return body["data"]
+
+
+def test_dagster_dev_serves_the_partitioned_asset_graph(tmp_path: Path) -> None:
+    started = time.monotonic()
+    with _dagster_dev(tmp_path) as (base, log, proc, stopped):
+        ready = time.monotonic() - started
+        info = httpx.get(f"{base}/server_info", timeout=REQUEST_TIMEOUT_S).json()
+        data = _graphql(base, QUERY)
+    how = f"ready after {ready:.1f} s; {stopped[0]}"
+    assert proc.returncode is not None, how
+    assert not _group_alive(proc.pid), f"dagster dev's process group survived the stop ({how})"
+
+    assert "dagster_version" in info
+    workspace = data["workspaceOrError"]
+    assert workspace["__typename"] == "Workspace", workspace
+    locations = workspace["locationEntries"]
+    assert locations, "no code location loaded"
+    for entry in locations:
+        loaded = entry["locationOrLoadError"]
+        assert loaded["__typename"] == "RepositoryLocation", (entry, _tail(log))
+
+    nodes = {"/".join(n["assetKey"]["path"]): n for n in data["assetNodes"]}
+    # The graph may grow (e.g. judging assets); these are the ones this test is about.
+    assert set(nodes) >= ASSETS, sorted(nodes)
+
+    per_backend = {f"{b}|{m}" for b in BACKENDS for m in MODES}
+    for name in ("extractions", "scores"):
+        node = nodes[name]
+        assert node["isPartitioned"]
+        assert "rules|strict" in node["partitionKeys"]
+        assert len(node["partitionKeys"]) == len(BACKENDS) * len(MODES) == 9
+        assert set(node["partitionKeys"]) == per_backend
+        dims = [d["name"] for d in node["partitionDefinition"]["dimensionTypes"]]
+        assert sorted(dims) == ["backend", "ontology_mode"]
+
+    for name in ("corpus", "run_plan", "reference_comparison", "report"):
+        node = nodes[name]
+        assert node["isPartitioned"], name
+        assert sorted(node["partitionKeys"]) == list(MODES), name
+
+    matrix = nodes["mode_matrix_report"]
+    assert matrix["isPartitioned"] is False
+    assert matrix["partitionKeys"] == []
+    assert matrix["partitionDefinition"] is None
+
+    plan_checks = nodes["run_plan"]["assetChecksOrError"]
+    assert plan_checks["__typename"] == "AssetChecks", plan_checks
+    checks = {c["name"]: c["blocking"] for c in plan_checks["checks"]}
+    assert set(checks) >= PLAN_CHECKS, checks
+    assert all(checks[name] for name in PLAN_CHECKS), checks  # blocking: they gate extraction
+
+    comparison_checks = nodes["reference_comparison"]["assetChecksOrError"]["checks"]
+    assert "fresh_recordings_distinct" in {c["name"] for c in comparison_checks}

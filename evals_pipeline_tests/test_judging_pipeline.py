@@ -1,0 +1,105 @@
+"""Judging through the whole graph against a loopback Anthropic-protocol judge."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from dagster import DagsterInstance
+
+from evals_pipeline.graph import build_definitions
+from evals_pipeline.materialize import materialize_all
+from evals_pipeline.resources import EvalsResource
+from evals_pipeline_tests.conftest import TEST_API_KEY
+from evals_pipeline_tests.pipeline_fixtures import RULES, SLOPPY, make_config
+from evals_pipeline_tests.support import scripted_judge
+from evals_pipeline_tests.support.llm_servers import LoopbackLLMServer
+
+BACKENDS = {
+    "oracle": "oracle",
+    "rules": f"cassette:path={RULES}",
+    "sloppy": f"cassette:path={SLOPPY}",
+}
+
+
+@pytest.fixture
+def judge_server(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    responder = scripted_judge.judge_responder(scripted_judge.order_consistent)
+    with LoopbackLLMServer("anthropic", responder=responder) as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", TEST_API_KEY)
+        monkeypatch.setenv("EVALS_ANTHROPIC_BASE_URL", server.base_url)
+        yield server
+
+
+def report(tmp_path: Path, mode: str = "strict") -> dict:  # type: ignore[type-arg]
+    return json.loads((tmp_path / "reports" / mode / "report.json").read_text())
+
+
+def test_both_modes_then_a_rerun_makes_zero_judge_calls(tmp_path: Path, judge_server) -> None:  # type: ignore[no-untyped-def]
+    config = make_config(
+        tmp_path,
+        BACKENDS,
+        modes=("strict",),
+        judge={"mode": "both", "cache": tmp_path / "judge_cache.jsonl"},
+    )
+    defs = build_definitions(config)
+    with DagsterInstance.ephemeral() as instance:
+        first = materialize_all(config, instance, defs, quiet=True)
+        assert first.success, first.failed_checks + first.failed_steps
+        sent = len(judge_server.requests)
+        # reference: 2 candidates x 3 axes x 4 chunks (minus empty axes); pairwise: 3 x 2 x 3 x 4
+        assert first.judge_calls == sent and sent > 3 * 2 * 3 * 4
+        second = materialize_all(config, instance, defs, quiet=True)
+        assert second.success
+    assert len(judge_server.requests) == sent  # zero judge calls on the re-run
+    assert second.judge_calls == 0
+    assert second.judge_cache_hits == first.judge_calls + first.judge_cache_hits
+    built = report(tmp_path)
+    assert built["judge"]["status"] == "ran"
+    assert built["backends"]["rules"]["judged"]["entities"]["f1"] >= 0.0
+    assert built["backends"]["oracle"]["judged"] is None  # the reference
+    assert set(built["pairwise"]["pairs"]) == {
+        "oracle vs rules",
+        "oracle vs sloppy",
+        "rules vs sloppy",
+    }
+    assert built["pairwise"]["pairs"]["oracle vs rules"]["axes"]["edges"]["chunks_compared"] == 4
+    # The cost plan now sees every planned judge call as cached.
+    coverage = EvalsResource.from_config(config).plan(judge_coverage=True).judge["cache"]
+    assert coverage == {
+        "cached": first.judge_calls + first.judge_cache_hits,
+        "uncached": 0,
+        "unknown": 0,
+    }
+    markdown = (tmp_path / "reports" / "strict" / "report.md").read_text()
+    assert "## LLM-as-judge agreement with `oracle`" in markdown
+    assert "## Blind pairwise judging" in markdown
+    # No credential anywhere in what the run wrote.
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert TEST_API_KEY.encode() not in path.read_bytes(), path
+
+
+def test_reference_mode_report_has_no_pairwise_section(tmp_path: Path, judge_server) -> None:  # type: ignore[no-untyped-def]
+    config = make_config(
+        tmp_path, BACKENDS, modes=("strict",), judge={"cache": tmp_path / "judge_cache.jsonl"}
+    )
+    with DagsterInstance.ephemeral() as instance:
+        assert materialize_all(config, instance, quiet=True).success
+    built = report(tmp_path)
+    assert "pairwise" not in built
+    assert built["backends"]["sloppy"]["judged"] is not None
+    assert not any("pairwise/" in r.body.decode() for r in judge_server.requests)
+
+
+def test_without_a_key_judging_is_skipped_and_said(tmp_path: Path) -> None:
+    config = make_config(tmp_path, BACKENDS, modes=("strict",), judge={"mode": "both"})
+    with DagsterInstance.ephemeral() as instance:
+        outcome = materialize_all(config, instance, quiet=True)
+    assert outcome.success and outcome.judge_calls == 0
+    built = report(tmp_path)
+    assert built["judge"]["status"] == "skipped"
+    assert built["pairwise"] == {"status": "skipped", "reason": "ANTHROPIC_API_KEY is not set"}
+    assert all(b["judged"] is None for b in built["backends"].values())
+    assert "LLM-as-judge: skipped" in (tmp_path / "reports" / "strict" / "report.md").read_text()
