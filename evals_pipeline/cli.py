@@ -25,6 +25,7 @@ from .core.extractors.specs import parse_named_backend
 from .core.models import ONTOLOGY_MODES, OntologyMode
 from .core.ontology import load_ontology
 from .core.options import resolve_ontology_mode
+from .graph import default_config_path
 
 USAGE_ERROR = 2
 
@@ -99,11 +100,13 @@ def _with_judge_flags(config: EvalsConfig, args: argparse.Namespace) -> EvalsCon
 
 
 def _config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> EvalsConfig:
-    if args.ontology_mode and not args.ontology:
-        parser.error("--ontology-mode needs --ontology (there is nothing to apply the mode to)")
     if args.backend:
+        if args.ontology_mode and not args.ontology:
+            parser.error("--ontology-mode needs --ontology (there is nothing to apply it to)")
         return _config_from_flags(args, parser)
-    config = load_config(args.config or Path("evals.yaml"))
+    config = load_config(args.config or default_config_path())
+    if args.ontology_mode and config.ontology is None:
+        parser.error("--ontology-mode needs an ontology (--ontology, or ontology: in the config)")
     if args.ontology_mode:
         config = config.model_copy(update={"modes": (args.ontology_mode,)})
     if args.all or args.limit:
@@ -158,7 +161,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     reports = [config.output_dir / mode / "report.json" for mode in config.active_modes]
     if args.output is not None:
         args.output.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(reports[0] if len(reports) == 1 else outcome.report_path, args.output)
+        # One mode: that mode's report. Several: the mode matrix (which holds every report).
+        source = reports[0] if len(reports) == 1 else config.output_dir / "mode_matrix.json"
+        shutil.copyfile(source, args.output)
     for path in reports:
         print(f"report: {path.with_suffix('.md')}")
     if args.output is not None:
