@@ -34,6 +34,11 @@ class Episode(_Frozen):
     reference_time: datetime | None = None
     source_type: SourceType = "text"
     custom_instructions: str = ""
+    # Earlier texts of the same thread, shown to resolve references; extraction is of `body`.
+    context: tuple[str, ...] = ()
+
+
+PropertyValue = str | int | float | bool
 
 
 class Entity(_Frozen):
@@ -41,6 +46,7 @@ class Entity(_Frozen):
     type: str | None = None
     summary: str = ""
     quote: str = ""
+    properties: dict[str, PropertyValue] = Field(default_factory=dict)
 
 
 class Edge(_Frozen):

@@ -7,6 +7,10 @@ File format::
     entity_types:
       - name: Person
         description: A human being.
+        properties:               # optional: typed values the text may state
+          - {name: born, type: date}
+          - {name: height, type: number, unit: m}
+        identity: name            # name (default) | blank | [property, ...]
     relation_types:
       - name: WORKS_FOR
         description: The source is employed by the target.
@@ -30,9 +34,22 @@ class _Strict(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class PropertyType(_Strict):
+    """A typed property of an entity type; `unit` is the unit values are stated in."""
+
+    name: str = Field(min_length=1)
+    type: Literal["string", "integer", "number", "boolean", "date"] = "string"
+    unit: str | None = None
+    description: str = ""
+
+
 class EntityType(_Strict):
     name: str = Field(min_length=1)
     description: str = ""
+    properties: tuple[PropertyType, ...] = ()
+    # How an instance is identified: by its name, by a tuple of its properties (a natural key),
+    # or not at all ("blank": the text gives it no identity; match by properties or quote).
+    identity: Literal["name", "blank"] | tuple[str, ...] = "name"
 
 
 class RelationType(_Strict):
@@ -56,6 +73,23 @@ class Ontology(_Strict):
     def relation_type_names(self) -> frozenset[str]:
         return frozenset(t.name for t in self.relation_types)
 
+    def entity_type(self, name: str | None) -> EntityType | None:
+        return next((t for t in self.entity_types if t.name == name), None)
+
+    def merged(self, other: Ontology) -> Ontology:
+        """This ontology plus `other`'s types (a case naming several schemas merges them)."""
+        have_e = {t.name for t in self.entity_types}
+        have_r = {t.name for t in self.relation_types}
+        return self.model_copy(
+            update={
+                "name": f"{self.name}+{other.name}",
+                "entity_types": self.entity_types
+                + tuple(t for t in other.entity_types if t.name not in have_e),
+                "relation_types": self.relation_types
+                + tuple(t for t in other.relation_types if t.name not in have_r),
+            }
+        )
+
     def vocabulary_violations(self, result: ExtractionResult) -> tuple[int, int]:
         """(entities, edges) in `result` whose type lies outside this ontology's vocabulary."""
         entity_names = self.entity_type_names
@@ -74,6 +108,17 @@ def check_ontology(ontology: Ontology, path: Path | str) -> Ontology:
                 path, f"duplicate entity type {et.name!r}", field=f"entity_types[{i}].name"
             )
         seen.add(et.name)
+        declared = {p.name for p in et.properties}
+        if len(declared) != len(et.properties):
+            raise OntologyError(path, "duplicate property", field=f"entity_types[{i}].properties")
+        if isinstance(et.identity, tuple):
+            for j, prop in enumerate(et.identity):
+                if prop not in declared:
+                    raise OntologyError(
+                        path,
+                        f"identity names undeclared property {prop!r}",
+                        field=f"entity_types[{i}].identity[{j}]",
+                    )
     seen_rel: set[str] = set()
     for i, rt in enumerate(ontology.relation_types):
         if rt.name in seen_rel:

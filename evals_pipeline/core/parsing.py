@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .models import ParseStatus
 
@@ -31,6 +31,7 @@ class EntityItem(_Loose):
     type: str | None = None
     summary: str = ""
     quote: str = ""
+    properties: dict[str, str | int | float | bool] = Field(default_factory=dict)
 
 
 class EdgeItem(_Loose):

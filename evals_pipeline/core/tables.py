@@ -129,9 +129,18 @@ def episodes_table(chunks: Sequence[Chunk]) -> pd.DataFrame:
     )
 
 
+def _cell(value: object) -> object:
+    """Parquet hands lists back as arrays and missing scalars as NaN/None."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, list | tuple):
+        return list(value)
+    return None if pd.isna(value) else value
+
+
 def table_episodes(table: pd.DataFrame) -> list[Episode]:
     fields = list(Episode.model_fields)
     return [
-        Episode.model_validate({k: (None if pd.isna(v) else v) for k, v in row.items()})
+        Episode.model_validate({k: _cell(v) for k, v in row.items()})
         for row in table[fields].to_dict(orient="records")
     ]

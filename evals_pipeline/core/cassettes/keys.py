@@ -42,6 +42,7 @@ def extract_request(episode: Episode, options: ExtractOptions) -> dict[str, Any]
         ),
         "custom_instructions": episode.custom_instructions,
         "source_type": episode.source_type,
+        "context": list(episode.context),
     }
 
 

@@ -235,7 +235,9 @@ async def run_extract(
             assert failure is not None
             raise _StageFailure(failure)
         entities = tuple(
-            Entity(name=e.name, type=e.type, summary=e.summary, quote=e.quote)
+            Entity(
+                name=e.name, type=e.type, summary=e.summary, quote=e.quote, properties=e.properties
+            )
             for e in entities_reply.entities
         )
         edges_reply, failure = await _run_stage(

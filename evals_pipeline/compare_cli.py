@@ -1,0 +1,51 @@
+"""`evals-pipeline compare A.json B.json`: read benchmark run B against run A.
+
+Episodes pair on case and source id where their case digests agree; every rate gets A, B,
+B − A and a 95% paired bootstrap interval (an interval spanning zero means the corpus cannot
+tell the two runs apart). Exit codes: 0 compared, 2 usage error or refusal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .core.compare import compare_runs, load_run_report, render_comparison
+from .core.errors import EvalsError
+
+
+def main(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser(prog="evals-pipeline compare", description=__doc__)
+    p.add_argument("a", type=Path, help="run A (the baseline)")
+    p.add_argument("b", type=Path, help="run B (read against A)")
+    p.add_argument("--row-a", help="row of A when it holds several")
+    p.add_argument("--row-b", help="row of B when it holds several")
+    p.add_argument(
+        "--pair-by-name",
+        action="store_true",
+        help="pair on case and source id alone (asserts the cases did not change)",
+    )
+    p.add_argument("--resamples", type=int, default=10_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", type=Path, metavar="PATH", help="also write the comparison as JSON")
+    args = p.parse_args(argv)
+    try:
+        result = compare_runs(
+            load_run_report(args.a),
+            load_run_report(args.b),
+            row_a=args.row_a,
+            row_b=args.row_b,
+            pair_by_name=args.pair_by_name,
+            resamples=args.resamples,
+            seed=args.seed,
+        )
+    except EvalsError as exc:
+        print(f"evals-pipeline compare: {exc}", file=sys.stderr)
+        return 2
+    print(render_comparison(result))
+    if args.json is not None:
+        args.json.write_text(json.dumps(result, indent=2, sort_keys=True, default=str) + "\n")
+    return 0
