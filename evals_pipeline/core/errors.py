@@ -74,6 +74,14 @@ class CassetteDuplicateKey(CassetteError):
         )
 
 
+class CassetteWriteError(CassetteError):
+    """Appending a record failed (a full disk, a read-only file); earlier records are intact."""
+
+    def __init__(self, path: Path | str, problem: str) -> None:
+        self.path = Path(path)
+        super().__init__(f"could not append to {self.path}: {problem}")
+
+
 class CassetteMiss(CassetteError):
     """A replayed call has no (remaining) recorded answer: the prompt, ontology or input changed.
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from ..errors import CassetteCorrupt, CassetteDuplicateKey, CassetteMiss
+from ..errors import CassetteCorrupt, CassetteDuplicateKey, CassetteMiss, CassetteWriteError
 from ..files import field_path
 from .format import CassetteRecord
 
@@ -40,11 +40,18 @@ class JsonlAppender:
         with self._thread_lock:
             if before_write is not None:
                 before_write(len(data))
-            # O_APPEND: every write lands at the current end, whoever else appended meanwhile.
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                # O_APPEND: every write lands at the current end, whoever appended meanwhile.
+                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            except OSError as exc:
+                raise CassetteWriteError(self.path, exc.strerror or str(exc)) from exc
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 self._write_locked(fd, data)
+            except OSError as exc:
+                # A partial line may be left; the next append starts on a fresh line, and
+                # loading names the torn line. Every earlier record stays readable.
+                raise CassetteWriteError(self.path, exc.strerror or str(exc)) from exc
             finally:
                 os.close(fd)  # closing releases the flock
 

@@ -194,3 +194,32 @@ def test_two_processes_recording_into_one_file_never_interleave(tmp_path: Path) 
     for name in ("a", "b"):
         assert [r["i"] for r in rows if r["writer"] == name] == list(range(150))
         assert all(r["pad"] == name * 70_000 for r in rows if r["writer"] == name)
+
+
+def test_a_full_disk_is_a_typed_error_and_keeps_earlier_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from evals_pipeline.core.cassettes import store
+    from evals_pipeline.core.errors import CassetteWriteError
+
+    path = tmp_path / "full.jsonl"
+    write(path, record("a" * 64), record("b" * 64))
+    real_write = os.write
+
+    def disk_full(fd: int, data: bytes) -> int:
+        real_write(fd, bytes(data)[:25])  # the disk took a few bytes, then filled up
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store.os, "write", disk_full)
+    with pytest.raises(CassetteWriteError, match="No space left on device") as err:
+        write(path, record("c" * 64))
+    assert err.value.path == path
+    monkeypatch.setattr(store.os, "write", real_write)
+    write(path, record("d" * 64))  # space again: the next record starts on a fresh line
+    lines = path.read_bytes().splitlines()
+    assert [json.loads(lines[i])["key"][0] for i in (0, 1, 3)] == ["a", "b", "d"]
+    with pytest.raises(CassetteCorrupt) as corrupt:  # the torn line is named, not hidden
+        load_cassette(path)
+    assert corrupt.value.line == 3
