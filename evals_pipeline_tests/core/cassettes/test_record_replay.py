@@ -289,3 +289,32 @@ def test_failures_go_to_the_sidecar_never_to_the_cassette(
     raw = json.loads(failures[0]["raw_body"])  # the complete HTTP body, not a prefix
     assert raw["choices"][0]["message"]["content"] == '{"entities": [{"na'
     assert raw["usage"]["completion_tokens"] == 9
+
+
+def test_a_very_large_chunk_records_and_replays_whole(tmp_path: Path) -> None:
+    body = ("Ada Lovelace met Charles Babbage in London. " * 50_000).strip()  # ~2.2 MB
+    episode = Episode(name="huge", body=body)
+    cassette = tmp_path / "huge.jsonl"
+    _record_rules(cassette, [episode], ExtractOptions())
+    (run,) = _run(ReplayingExtractor.from_path(cassette), [episode], ExtractOptions())
+    assert run.outcome is not None
+    assert {e.name for e in run.outcome.result.entities} == {
+        "Ada Lovelace",
+        "Charles Babbage",
+        "London",
+    }
+    assert json.loads(cassette.read_text())["request"]["episode_body"] == body
+
+
+def test_non_utf8_cassette_bytes_are_a_corrupt_line(
+    tmp_path: Path, episodes: list[Episode]
+) -> None:
+    from evals_pipeline.core.errors import CassetteCorrupt
+
+    cassette = tmp_path / "c.jsonl"
+    _record_rules(cassette, episodes[:1], ExtractOptions())
+    with cassette.open("ab") as handle:
+        handle.write(b'{"key": "\xff\xfe"}\n')
+    with pytest.raises(CassetteCorrupt) as err:
+        load_cassette(cassette)
+    assert err.value.line == 2
