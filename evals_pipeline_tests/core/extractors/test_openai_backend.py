@@ -1,0 +1,524 @@
+"""The OpenAI-compatible backend end to end, over 127.0.0.1 TCP and over a Unix socket.
+
+Every test scripts a LoopbackLLMServer speaking chat completions and runs the shared extraction
+flow through `OpenAICompatTransport` (httpx plus tenacity retries), so timeouts, resets and short
+bodies are real socket events, not mocks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evals_pipeline.core.errors import ExtractionFailed
+from evals_pipeline.core.extractors.base import Extractor, TransportExtractor
+from evals_pipeline.core.extractors.openai_compat import OpenAICompatTransport
+from evals_pipeline.core.extractors.specs import build_extractor, parse_backend_spec
+from evals_pipeline.core.models import Episode, ExtractionOutcome, FailureRecord
+from evals_pipeline.core.ontology import EntityType, Ontology, RelationType
+from evals_pipeline.core.options import ExtractOptions
+from evals_pipeline.core.runner import extract_all, run_sync
+from evals_pipeline_tests.conftest import TEST_OAI_KEY
+from evals_pipeline_tests.support.deterministic_backend import openai_responder
+from evals_pipeline_tests.support.llm_servers import (
+    LoopbackLLMServer,
+    ReceivedRequest,
+    Reply,
+    openai_completion,
+    openai_error,
+)
+
+EPISODE = Episode(name="ep-1", body="Alice works for Acme. Bob met Alice.")
+OPTIONS = ExtractOptions(max_tokens_entities=100, max_tokens_edges=60)
+ENTITIES = {
+    "entities": [
+        {"name": "Alice", "type": "Person", "summary": "Works for Acme.", "quote": "Alice"},
+        {"name": "Acme", "type": "Organization", "summary": "Employs Alice.", "quote": "Acme"},
+    ]
+}
+EDGES = {
+    "edges": [
+        {
+            "source": "Alice",
+            "target": "Acme",
+            "relation": "WORKS_FOR",
+            "fact": "Alice works for Acme.",
+            "quote": "Alice works for Acme",
+        }
+    ]
+}
+ONTOLOGY = Ontology(
+    entity_types=(EntityType(name="Person"), EntityType(name="Organization")),
+    relation_types=(RelationType(name="WORKS_FOR", source=("Person",), target=("Organization",)),),
+)
+RETRY_FAST = 0.01
+
+
+@pytest.fixture
+def uds_dir() -> Iterator[Path]:
+    """A short directory under /tmp: AF_UNIX paths are limited to ~107 bytes."""
+    path = Path(tempfile.mkdtemp(prefix="oai", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _start(kind: str, uds_dir: Path, **kwargs: Any) -> LoopbackLLMServer:
+    uds_path = uds_dir / "oai.sock" if kind == "uds" else None
+    return LoopbackLLMServer("openai", uds_path=uds_path, **kwargs).start()
+
+
+@pytest.fixture(params=["tcp", "uds"])
+def server(request: pytest.FixtureRequest, uds_dir: Path) -> Iterator[LoopbackLLMServer]:
+    srv = _start(request.param, uds_dir)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def _extractor(server: LoopbackLLMServer, **kwargs: Any) -> TransportExtractor:
+    kwargs.setdefault("timeout_s", 1.0)
+    kwargs.setdefault("max_retries", 2)
+    kwargs.setdefault("backoff_s", 0.01)
+    kwargs.setdefault("max_backoff_s", 0.05)
+    kwargs.setdefault("api_key", TEST_OAI_KEY)
+    uds = str(server.uds_path) if server.uds_path is not None else None
+    return TransportExtractor(
+        OpenAICompatTransport(url=server.base_url, uds_path=uds, model="m-test", **kwargs)
+    )
+
+
+def _extract(
+    extractor: Extractor, episode: Episode = EPISODE, options: ExtractOptions = OPTIONS
+) -> ExtractionOutcome:
+    async def go() -> ExtractionOutcome:
+        try:
+            return await extractor.extract(episode, options)
+        finally:
+            await extractor.aclose()
+
+    return run_sync(go)
+
+
+def _failure(extractor: Extractor, options: ExtractOptions = OPTIONS) -> ExtractionFailed:
+    with pytest.raises(ExtractionFailed) as err:
+        _extract(extractor, options=options)
+    assert isinstance(err.value.failure, FailureRecord)
+    return err.value
+
+
+def _completion(payload: Any, **kwargs: Any) -> Reply:
+    text = payload if isinstance(payload, str) else json.dumps(payload)
+    return openai_completion(text, **kwargs)
+
+
+def _listed_entities(request: ReceivedRequest) -> list[dict[str, Any]]:
+    match = re.search(r"<entities>\n(.*?)\n</entities>", request.user_prompt or "", re.DOTALL)
+    assert match, request.user_prompt
+    return json.loads(match.group(1))
+
+
+def _is_entity_call(request: ReceivedRequest) -> bool:
+    return "extracts ENTITIES" in (request.system_prompt or "")
+
+
+# -- clean, recovered and malformed structured output ------------------------------------------
+
+
+def test_clean_json_both_stages(server: LoopbackLLMServer) -> None:
+    server.enqueue(
+        _completion(ENTITIES, prompt_tokens=11, completion_tokens=22),
+        _completion(EDGES, prompt_tokens=33, completion_tokens=44),
+    )
+    outcome = _extract(_extractor(server))
+
+    assert [(e.name, e.type, e.summary, e.quote) for e in outcome.result.entities] == [
+        ("Alice", "Person", "Works for Acme.", "Alice"),
+        ("Acme", "Organization", "Employs Alice.", "Acme"),
+    ]
+    assert [(e.source, e.target, e.relation, e.fact, e.quote) for e in outcome.result.edges] == [
+        ("Alice", "Acme", "WORKS_FOR", "Alice works for Acme.", "Alice works for Acme")
+    ]
+    stats = outcome.stats
+    assert stats.requests == 2
+    assert (stats.input_tokens, stats.output_tokens) == (11 + 33, 22 + 44)
+    assert stats.structured_output.model_dump() == {"clean": 2, "recovered": 0, "malformed": 0}
+    assert stats.truncated.model_dump() == {"retry_succeeded": 0, "exhausted": 0}
+    assert outcome.failures == ()
+    expected_provider = "oai-uds" if server.uds_path is not None else "oai-http"
+    assert (outcome.provider, outcome.model) == (expected_provider, "m-test")
+    assert outcome.transcript[0].attempts[0].finish_reason == "stop"
+
+    entity_req, edge_req = server.requests
+    assert [r.path for r in server.requests] == ["/v1/chat/completions"] * 2
+    assert all(r.model == "m-test" for r in server.requests)
+    assert [m["role"] for m in entity_req.messages] == ["system", "user"]
+    assert entity_req.json["temperature"] == 0.0
+    assert (entity_req.max_tokens, edge_req.max_tokens) == (100, 60)
+    assert _is_entity_call(entity_req) and not _is_entity_call(edge_req)
+    assert EPISODE.body in (entity_req.user_prompt or "")
+    assert _listed_entities(edge_req) == [
+        {"name": "Alice", "type": "Person"},
+        {"name": "Acme", "type": "Organization"},
+    ]
+    assert all(r.headers.get("authorization") == f"Bearer {TEST_OAI_KEY}" for r in server.requests)
+    assert server.connections == 1  # keep-alive: both calls share one connection
+
+
+def test_no_key_sends_no_authorization(server: LoopbackLLMServer) -> None:
+    server.enqueue(_completion(ENTITIES), _completion(EDGES))
+    _extract(_extractor(server, api_key=None))
+    assert all("authorization" not in r.headers for r in server.requests)
+
+
+def test_deterministic_responder_round_trip(uds_dir: Path) -> None:
+    srv = _start("uds", uds_dir, responder=openai_responder)
+    try:
+        outcome = _extract(_extractor(srv))
+    finally:
+        srv.stop()
+    assert [e.name for e in outcome.result.entities] == ["Alice", "Acme", "Bob"]
+    assert {(e.source, e.target) for e in outcome.result.edges} == {
+        ("Alice", "Acme"),
+        ("Alice", "Bob"),
+    }
+
+
+def test_recovered_json_fence_and_trailing_prose(server: LoopbackLLMServer) -> None:
+    server.enqueue(
+        _completion("```json\n" + json.dumps(ENTITIES) + "\n```"),
+        _completion(json.dumps(EDGES) + "\nThat is the only relation."),
+    )
+    outcome = _extract(_extractor(server))
+    assert [e.name for e in outcome.result.entities] == ["Alice", "Acme"]
+    assert [e.relation for e in outcome.result.edges] == ["WORKS_FOR"]
+    assert outcome.stats.structured_output.model_dump() == {
+        "clean": 0,
+        "recovered": 2,
+        "malformed": 0,
+    }
+
+
+@pytest.mark.parametrize("stage", ["entities", "edges"])
+def test_malformed_json_text(server: LoopbackLLMServer, stage: str) -> None:
+    bad = _completion("Désolé: {entities: [Alice] " + "y" * 20_000, completion_tokens=55)
+    server.enqueue(*([_completion(ENTITIES)] if stage == "edges" else []), bad)
+
+    err = _failure(_extractor(server))
+    failure = err.failure
+    assert isinstance(failure, FailureRecord)
+    assert failure.classification == "malformed"
+    assert failure.call_type == stage
+    assert failure.raw_body == bad.body.decode("utf-8")
+    assert failure.finish_reason == "stop"
+    assert failure.completion_tokens == 55
+    assert failure.max_tokens == (100 if stage == "entities" else 60)
+    assert failure.chunk_key == EPISODE.name
+    assert failure.model == "m-test"
+    assert err.stats.structured_output.malformed == 1
+    assert len(server.requests) == (1 if stage == "entities" else 2)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"not json",
+        b'{"choices": []}',
+        b'{"choices": [{"finish_reason": "stop"}]}',
+        b'{"choices": [{"message": {"content": "{}"}}], "usage": {"prompt_tokens": "many"}}',
+        b'{"choices": [{"message": {"content": "{}"}}], "usage": "lots"}',
+        b'{"choices": [{"message": {"content": {"entities": []}}}]}',
+    ],
+    ids=["text", "no-choice", "no-message", "bad-usage-count", "bad-usage", "content-object"],
+)
+def test_non_completion_200_body_is_malformed(server: LoopbackLLMServer, body: bytes) -> None:
+    server.enqueue(Reply(raw=body))
+    failure = _failure(_extractor(server)).failure
+    assert isinstance(failure, FailureRecord)
+    assert failure.classification == "malformed"
+    assert failure.call_type == "entities"
+    assert failure.raw_body == body.decode()
+    assert len(server.requests) == 1  # a 200 is never retried
+
+
+# -- truncation (finish_reason "length") --------------------------------------------------------
+
+
+@pytest.mark.parametrize("stage", ["entities", "edges"])
+def test_truncation_then_success_doubles_max_tokens(server: LoopbackLLMServer, stage: str) -> None:
+    cut = _completion('{"edges": [{"sou', finish_reason="length", completion_tokens=60)
+    if stage == "entities":
+        server.enqueue(cut, _completion(ENTITIES), _completion(EDGES))
+    else:
+        server.enqueue(_completion(ENTITIES), cut, _completion(EDGES))
+    outcome = _extract(_extractor(server))
+
+    assert len(outcome.result.entities) == 2 and len(outcome.result.edges) == 1
+    first, retry = server.requests[:2] if stage == "entities" else server.requests[1:]
+    budget = 100 if stage == "entities" else 60
+    assert (first.max_tokens, retry.max_tokens) == (budget, 2 * budget)
+    assert first.messages == retry.messages
+    assert outcome.stats.truncated.model_dump() == {"retry_succeeded": 1, "exhausted": 0}
+    assert outcome.stats.requests == 3
+    transcript = {t.stage: t.attempts for t in outcome.transcript}
+    assert [(a.finish_reason, a.truncated) for a in transcript[stage]] == [
+        ("length", True),
+        ("stop", False),
+    ]
+
+
+def test_truncation_exhausted_on_entities_is_fatal(server: LoopbackLLMServer) -> None:
+    first = _completion('{"entities": [', finish_reason="length", completion_tokens=100)
+    second = _completion('{"entities": [{', finish_reason="length", completion_tokens=200)
+    server.enqueue(first, second)
+    err = _failure(_extractor(server))
+    failure = err.failure
+    assert isinstance(failure, FailureRecord)
+    assert failure.classification == "truncation"
+    assert failure.call_type == "entities"
+    assert failure.max_tokens == 200
+    assert failure.finish_reason == "length"
+    assert failure.completion_tokens == 200
+    assert failure.raw_body == second.body.decode()
+    assert err.stats.truncated.model_dump() == {"retry_succeeded": 0, "exhausted": 1}
+    assert [r.max_tokens for r in server.requests] == [100, 200]
+
+
+def test_truncation_exhausted_on_edges_keeps_entities(server: LoopbackLLMServer) -> None:
+    cut = _completion('{"edges": [', finish_reason="length", completion_tokens=120)
+    server.enqueue(_completion(ENTITIES), cut, cut)
+    outcome = _extract(_extractor(server))
+
+    assert [e.name for e in outcome.result.entities] == ["Alice", "Acme"]
+    assert outcome.result.edges == ()
+    (failure,) = outcome.failures
+    assert (failure.call_type, failure.classification) == ("edges", "truncation")
+    assert (failure.max_tokens, failure.finish_reason) == (120, "length")
+    assert outcome.stats.truncated.exhausted == 1
+    assert [r.max_tokens for r in server.requests] == [100, 60, 120]
+
+
+# -- HTTP failures and retries ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", [429, 529, 503, 408])
+def test_retryable_status_then_success(server: LoopbackLLMServer, status: int) -> None:
+    server.enqueue(
+        openai_error(status, retry_after=RETRY_FAST), _completion(ENTITIES), _completion(EDGES)
+    )
+    outcome = _extract(_extractor(server))
+    assert [e.name for e in outcome.result.entities] == ["Alice", "Acme"]
+    assert len(server.requests) == 3  # the server saw the extra request
+    assert server.requests[0].messages == server.requests[1].messages
+    assert outcome.stats.requests == 2
+
+
+def test_retry_after_is_honoured_over_backoff(server: LoopbackLLMServer) -> None:
+    # The exponential backoff alone would wait 5 s; Retry-After (ms form, then seconds) says 10 ms.
+    server.enqueue(
+        openai_error(429, headers={"retry-after-ms": "10"}),
+        openai_error(429, retry_after=RETRY_FAST),
+        _completion(ENTITIES),
+        _completion(EDGES),
+    )
+    _extract(_extractor(server, backoff_s=5.0, max_backoff_s=5.0))
+    arrivals = [r.received_at for r in server.requests[:3]]
+    assert all(b - a < 1.0 for a, b in itertools.pairwise(arrivals))
+
+
+def test_retry_after_is_capped_by_max_backoff(server: LoopbackLLMServer) -> None:
+    server.enqueue(openai_error(429, retry_after=30), _completion(ENTITIES), _completion(EDGES))
+    _extract(_extractor(server, max_backoff_s=0.01))
+    assert server.requests[1].received_at - server.requests[0].received_at < 1.0
+
+
+@pytest.mark.parametrize("stage", ["entities", "edges"])
+@pytest.mark.parametrize("status", [500, 529])
+def test_persistent_server_error_is_http_error(
+    server: LoopbackLLMServer, stage: str, status: int
+) -> None:
+    error = openai_error(status, retry_after=RETRY_FAST)
+    max_retries = 2
+    prefix = [_completion(ENTITIES)] if stage == "edges" else []
+    server.enqueue(*prefix, *[error] * (max_retries + 2))
+    failure = _failure(_extractor(server, max_retries=max_retries)).failure
+    assert isinstance(failure, FailureRecord)
+    assert failure.classification == "http_error"
+    assert failure.call_type == stage
+    assert failure.raw_body == error.body.decode()
+    assert "error" in json.loads(failure.raw_body)
+    assert failure.finish_reason is None
+    assert failure.completion_tokens is None
+    stage_requests = [r for r in server.requests if _is_entity_call(r) == (stage == "entities")]
+    assert len(stage_requests) == max_retries + 1
+    assert server.queued == 1  # the spare error reply was never asked for
+
+
+@pytest.mark.parametrize("status", [400, 401, 404, 422])
+def test_client_error_is_not_retried(server: LoopbackLLMServer, status: int) -> None:
+    error = openai_error(status)
+    server.enqueue(error, _completion(ENTITIES), _completion(EDGES))
+    failure = _failure(_extractor(server)).failure
+    assert isinstance(failure, FailureRecord)
+    assert failure.classification == "http_error"
+    assert failure.raw_body == error.body.decode()
+    assert len(server.requests) == 1
+
+
+def test_timeout_is_http_error_after_bounded_attempts(server: LoopbackLLMServer) -> None:
+    slow = dataclasses.replace(_completion(ENTITIES), delay_s=0.5)
+    server.enqueue(*[slow] * 4)
+    failure = _failure(_extractor(server, timeout_s=0.1, max_retries=2)).failure
+    assert isinstance(failure, FailureRecord)
+    assert failure.classification == "http_error"
+    assert failure.call_type == "entities"
+    assert "timeout" in failure.raw_body
+    assert failure.finish_reason is None
+    assert len(server.requests) == 3  # max_retries + 1
+
+
+@pytest.mark.parametrize("fault", ["truncated-body", "reset"])
+def test_broken_connection_is_retried_then_succeeds(server: LoopbackLLMServer, fault: str) -> None:
+    good = _completion(ENTITIES)
+    broken = (
+        dataclasses.replace(good, truncate_body_at=25)
+        if fault == "truncated-body"
+        else Reply(reset=True)
+    )
+    server.enqueue(broken, good, _completion(EDGES))
+    outcome = _extract(_extractor(server))
+    assert [e.name for e in outcome.result.entities] == ["Alice", "Acme"]
+    assert len(outcome.result.edges) == 1
+    assert len(server.requests) == 3
+    assert server.connections >= 2  # the broken connection was replaced
+    assert outcome.stats.requests == 2
+    assert outcome.stats.structured_output.clean == 2
+
+
+def test_persistent_reset_is_http_error(server: LoopbackLLMServer) -> None:
+    server.enqueue(*[Reply(reset=True)] * 3)
+    failure = _failure(_extractor(server, max_retries=1)).failure
+    assert isinstance(failure, FailureRecord)
+    assert failure.classification == "http_error"
+    assert len(server.requests) == 2
+
+
+# -- ontology regimes ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mode", "entity_heading", "relation_heading"),
+    [
+        ("strict", "Allowed entity types (closed list)", "Allowed relation types (closed list"),
+        ("open", "Suggested entity types", "Suggested relation types"),
+    ],
+)
+def test_ontology_reaches_the_system_prompt(
+    server: LoopbackLLMServer, mode: Any, entity_heading: str, relation_heading: str
+) -> None:
+    server.enqueue(_completion(ENTITIES), _completion(EDGES))
+    _extract(_extractor(server), options=ExtractOptions.for_mode(mode, ONTOLOGY))
+    entity_system = server.requests[0].system_prompt or ""
+    edge_system = server.requests[1].system_prompt or ""
+    assert f"{entity_heading}:\n- Person\n- Organization" in entity_system
+    assert relation_heading in edge_system
+    assert "- WORKS_FOR (Person -> Organization)" in edge_system
+    other = "Suggested" if mode == "strict" else "closed list"
+    assert other not in entity_system and other not in edge_system
+
+
+# -- concurrency, loops, specs ------------------------------------------------------------------
+
+NAMES = ("Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Grace", "Heidi")
+DELAY_S = 0.2
+
+
+def _max_in_flight(requests: list[ReceivedRequest], delay_s: float) -> int:
+    """Most requests the server held at once: each is busy for [received_at, +delay_s)."""
+    events = sorted(
+        [(r.received_at, 1) for r in requests] + [(r.received_at + delay_s, -1) for r in requests],
+        key=lambda e: (e[0], e[1]),  # an end sorts before a start at the same instant
+    )
+    current = peak = 0
+    for _t, step in events:
+        current += step
+        peak = max(peak, current)
+    return peak
+
+
+@pytest.mark.parametrize("kind", ["tcp", "uds"])
+def test_extract_all_bounds_requests_in_flight(kind: str, uds_dir: Path) -> None:
+    def slow(request: ReceivedRequest) -> Reply:
+        return dataclasses.replace(openai_responder(request), delay_s=DELAY_S)
+
+    episodes = [Episode(name=f"ep-{i}", body=f"{n} works at Acme.") for i, n in enumerate(NAMES)]
+    srv = _start(kind, uds_dir, responder=slow)
+    try:
+        extractor = _extractor(srv, timeout_s=2.0)
+
+        async def go() -> list[Any]:
+            try:
+                return await extract_all(extractor, episodes, OPTIONS, concurrency=4)
+            finally:
+                await extractor.aclose()
+
+        runs = run_sync(go)
+    finally:
+        srv.stop()
+    assert len(srv.requests) == 2 * len(episodes)
+    assert 2 <= _max_in_flight(srv.requests, DELAY_S) <= 4
+    assert [r.episode.name for r in runs] == [e.name for e in episodes]
+    assert all(r.ok for r in runs)
+    assert [[e.name for e in r.outcome.result.entities] for r in runs if r.outcome] == [
+        [n, "Acme"] for n in NAMES
+    ]
+
+
+def test_one_transport_across_event_loops(server: LoopbackLLMServer) -> None:
+    extractor = _extractor(server)
+    server.enqueue(*[_completion(ENTITIES), _completion(EDGES)] * 2)
+    first = run_sync(lambda: extractor.extract(EPISODE, OPTIONS))
+    second = _extract(extractor)  # a second asyncio.run must not reuse the closed loop's client
+    assert first.result == second.result
+    assert len(server.requests) == 4
+
+
+def test_oai_uds_spec(uds_dir: Path) -> None:
+    srv = _start("uds", uds_dir, responder=openai_responder)
+    try:
+        spec = parse_backend_spec(f"oai-uds:path={srv.uds_path},model=m")
+        extractor = build_extractor(spec, timeout_s=1.0)
+        assert (extractor.provider, extractor.model) == ("oai-uds", "m")
+        outcome = _extract(extractor)
+    finally:
+        srv.stop()
+    assert len(outcome.result.entities) == 3
+    assert [r.model for r in srv.requests] == ["m", "m"]
+    assert all(r.path == "/v1/chat/completions" for r in srv.requests)
+
+
+def test_oai_http_spec_reads_key_from_env(uds_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVALS_OAI_API_KEY", TEST_OAI_KEY)
+    srv = _start("tcp", uds_dir, responder=openai_responder)
+    try:
+        extractor = build_extractor(
+            parse_backend_spec(f"oai-http:url={srv.base_url},model=m"), timeout_s=1.0
+        )
+        assert (extractor.provider, extractor.model) == ("oai-http", "m")
+        outcome = _extract(extractor)
+    finally:
+        srv.stop()
+    assert len(outcome.result.edges) == 2
+    assert [r.model for r in srv.requests] == ["m", "m"]
+    assert all(r.api_key == TEST_OAI_KEY for r in srv.requests)
