@@ -1,0 +1,47 @@
+"""Writing a report's JSON and Markdown side by side, atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> Path:
+    """Write `data` to a temp file in `path`'s directory, then rename it over `path`.
+
+    Readers see the old file or the new one, never a partial write.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a report is meant to be read
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_text_atomic(path: Path, text: str) -> Path:
+    """`write_bytes_atomic` for UTF-8 text."""
+    return write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def report_json(report: Any) -> str:
+    """Canonical JSON text of a report; NaN or infinity is an error, not `NaN` in the file."""
+    return json.dumps(report, indent=2, sort_keys=True, allow_nan=False, ensure_ascii=False) + "\n"
+
+
+def write_report_files(
+    report: dict[str, Any], markdown: str, out_dir: Path, stem: str
+) -> tuple[Path, Path]:
+    """Write `<stem>.json` and `<stem>.md` under `out_dir`; returns (json path, markdown path)."""
+    out_dir = Path(out_dir)
+    json_path = write_text_atomic(out_dir / f"{stem}.json", report_json(report))
+    md_path = write_text_atomic(out_dir / f"{stem}.md", markdown)
+    return json_path, md_path

@@ -1,0 +1,310 @@
+"""Rendering mode reports and the mode matrix as readable Markdown."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+AGREEMENT_NOTE = (
+    "Strict scores measure agreement with the reference backend's output (exact strings after "
+    "casefolding and whitespace normalisation), not correctness: the reference is another "
+    "model, not ground truth."
+)
+_DASH = "—"
+
+
+def _cell(value: object) -> str:
+    return _DASH if value is None else str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _code(value: object) -> str:
+    return f"`{value}`"
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return _DASH if value is None else f"{value:.{digits}f}"
+
+
+def _pct(value: float | None) -> str:
+    return _DASH if value is None else f"{value:.1%}"
+
+
+def _int(value: int | None) -> str:
+    return _DASH if value is None else f"{value:,}"
+
+
+def _usd(value: float | None) -> str:
+    return _DASH if value is None else f"${value:,.4f}"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def judge_line(judge: Mapping[str, Any]) -> str:
+    """`LLM-as-judge: skipped — ANTHROPIC_API_KEY is not set`, from {"status", "reason"}."""
+    status = judge.get("status") or "not run"
+    reason = judge.get("reason") or judge.get("detail")
+    return f"LLM-as-judge: {status}" + (f" — {reason}" if reason else "")
+
+
+def _corpus_line(corpus: Mapping[str, Any]) -> str:
+    if not corpus:
+        return f"Corpus: {_DASH}"
+    keys = sorted(corpus, key=lambda k: (k != "digest", k))
+    return "Corpus: " + ", ".join(f"{k} {_code(corpus[k])}" for k in keys)
+
+
+def _strict_section(backends: Mapping[str, Any], reference: str) -> list[str]:
+    headers = ["Backend"]
+    for axis in ("Entities", "Edges", "Summaries"):
+        headers += [f"{axis} P", f"{axis} R", f"{axis} F1"]
+    headers += ["Chunks compared", "Skipped"]
+    rows = []
+    for name, summary in backends.items():
+        strict = summary.get("strict")
+        if strict is None:
+            filler = "(reference)" if name == reference else _DASH
+            rows.append([_cell(name), *[filler for _ in range(9)], _DASH, _DASH])
+            continue
+        row = [_cell(name)]
+        for axis in ("entities", "edges", "summaries"):
+            prf = strict[axis]
+            row += [_num(prf["precision"]), _num(prf["recall"]), _num(prf["f1"])]
+        row += [_int(strict["chunks_compared"]), _int(strict["skipped_chunks"])]
+        rows.append(row)
+    return [f"## Strict agreement with {_code(reference)}", "", *_table(headers, rows), ""]
+
+
+def _reliability_section(backends: Mapping[str, Any]) -> list[str]:
+    headers = [
+        "Backend",
+        "Chunks",
+        "Errors",
+        "Error rate",
+        "Clean",
+        "Recovered",
+        "Malformed",
+        "Edge budget exhausted",
+    ]
+    rows = []
+    extra: list[str] = []
+    for name, s in backends.items():
+        so = s["structured_output"]
+        rows.append(
+            [
+                _cell(name),
+                _int(s["chunks"]),
+                _int(s["errors"]),
+                _pct(s["error_rate"]),
+                _int(so["clean"]),
+                _int(so["recovered"]),
+                _int(so["malformed"]),
+                _int(s["edge_budget_exhausted_chunks"]),
+            ]
+        )
+        if s["errors_by_type"]:
+            by_type = ", ".join(f"{_code(t)} × {n}" for t, n in s["errors_by_type"].items())
+            extra.append(f"- errors in {_code(name)}: {by_type}")
+        trunc = s["truncated"]
+        if trunc["retry_succeeded"] or trunc["exhausted"]:
+            extra.append(
+                f"- truncated: {_code(name)} — {trunc['retry_succeeded']} retried successfully, "
+                f"{trunc['exhausted']} exhausted the retry budget"
+            )
+    lines = ["## Reliability", "", *_table(headers, rows), ""]
+    return lines + ([*extra, ""] if extra else [])
+
+
+def _vocabulary_section(backends: Mapping[str, Any]) -> list[str]:
+    rows = []
+    for name, s in backends.items():
+        v = s.get("vocabulary_compliance")
+        if v is None:
+            continue
+        rows.append(
+            [
+                _cell(name),
+                f"{_int(v['entities_outside'])} / {_int(v['entities_total'])}",
+                f"{_int(v['edges_outside'])} / {_int(v['edges_total'])}",
+                _pct(v["outside_rate"]),
+            ]
+        )
+    if not rows:
+        return []
+    headers = ["Backend", "Entities outside", "Edges outside", "Outside rate"]
+    return [
+        "## Vocabulary compliance",
+        "",
+        "Types outside the ontology's closed list, in successful chunks. This is separate from "
+        "structured-output health: valid JSON can still ignore the vocabulary.",
+        "",
+        *_table(headers, rows),
+        "",
+    ]
+
+
+def _latency_section(backends: Mapping[str, Any]) -> list[str]:
+    rows = [
+        [_cell(name), *(_num(s["latency_ms"].get(k), 1) for k in ("p50", "p90", "p99"))]
+        for name, s in backends.items()
+    ]
+    return [
+        "## Latency (ms per successful chunk)",
+        "",
+        *_table(["Backend", "p50", "p90", "p99"], rows),
+        "",
+    ]
+
+
+def _usage_section(backends: Mapping[str, Any]) -> list[str]:
+    headers = [
+        "Backend",
+        "Provider",
+        "Model",
+        "Requests",
+        "Input tokens",
+        "Output tokens",
+        "Cost (USD)",
+    ]
+    rows = [
+        [
+            _cell(name),
+            _cell(s["provider"]),
+            _cell(s["model"]),
+            _int(s["requests"]),
+            _int(s["tokens"]["input"]),
+            _int(s["tokens"]["output"]),
+            _usd(s["cost_usd"]),
+        ]
+        for name, s in backends.items()
+    ]
+    return ["## Tokens, requests and cost", "", *_table(headers, rows), ""]
+
+
+def _judged_section(backends: Mapping[str, Any], reference: str) -> list[str]:
+    rows = []
+    for name, summary in backends.items():
+        judged = summary.get("judged")
+        if not judged:
+            continue
+        row = [_cell(name)]
+        for axis in ("entities", "edges", "summaries"):
+            prf = judged[axis]
+            row += [_num(prf["precision"]), _num(prf["recall"]), _num(prf["f1"])]
+        row.append(_int(sum(judged[a]["judge_errors"] for a in judged)))
+        rows.append(row)
+    if not rows:
+        return []
+    headers = ["Backend"]
+    for axis in ("Entities", "Edges", "Summaries"):
+        headers += [f"{axis} P", f"{axis} R", f"{axis} F1"]
+    headers.append("Judge errors")
+    return [f"## LLM-as-judge agreement with {_code(reference)}", "", *_table(headers, rows), ""]
+
+
+def _pairwise_section(pairwise: Mapping[str, Any] | None) -> list[str]:
+    if pairwise is None:
+        return []
+    if pairwise.get("status") != "ran":
+        reason = pairwise.get("reason", pairwise.get("status", ""))
+        return ["## Blind pairwise judging", "", f"Skipped: {reason}.", ""]
+    headers = [
+        "Pair", "Axis", "Wins", "Losses", "Ties", "Win rate (first)", "Order inconsistency",
+        "Compared", "Skipped",
+    ]  # fmt: skip
+    rows = []
+    for pair, data in pairwise["pairs"].items():
+        for axis, t in data["axes"].items():
+            rows.append(
+                [
+                    _cell(pair), axis, _int(t["wins"]), _int(t["losses"]), _int(t["ties"]),
+                    _pct(t["win_rate"]), _pct(t["order_inconsistency_rate"]),
+                    _int(t["chunks_compared"]), _int(t["chunks_skipped"]),
+                ]
+            )  # fmt: skip
+    return [
+        "## Blind pairwise judging",
+        "",
+        "Wins and win rate are for the first backend of each pair; ties exclude from the rate.",
+        "",
+        *_table(headers, rows),
+        "",
+    ]
+
+
+def _notes_section(notes: Sequence[str]) -> list[str]:
+    if not notes:
+        return []
+    return ["## Notes", "", *(f"- {note}" for note in notes), ""]
+
+
+def render_mode_report(report: Mapping[str, Any]) -> str:
+    """One mode's report as Markdown."""
+    backends = report["backends"]
+    reference = report["reference"]
+    lines = [
+        f"# Extraction eval — ontology mode {_code(report['ontology_mode'])}",
+        "",
+        f"- Reference backend: {_code(reference)}",
+        f"- {_corpus_line(report.get('corpus') or {})}",
+    ]
+    if report.get("ontology"):
+        lines.append(f"- Ontology: {_code(report['ontology'])}")
+    lines += [f"- {judge_line(report.get('judge') or {})}", "", f"> {AGREEMENT_NOTE}", ""]
+    lines += _strict_section(backends, reference)
+    lines += _judged_section(backends, reference)
+    lines += _pairwise_section(report.get("pairwise"))
+    lines += _reliability_section(backends)
+    lines += _vocabulary_section(backends)
+    lines += _latency_section(backends)
+    lines += _usage_section(backends)
+    lines += _notes_section(report.get("notes") or [])
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+_MATRIX_METRICS: tuple[tuple[str, str, bool], ...] = (
+    ("edges_f1", "Edge F1 (agreement with reference)", False),
+    ("entities_f1", "Entity F1 (agreement with reference)", False),
+    ("summaries_f1", "Summary F1 (agreement with reference)", False),
+    ("error_rate", "Error rate", True),
+    ("vocabulary_outside_rate", "Vocabulary outside rate (strict mode)", True),
+)
+
+
+def render_mode_matrix(matrix: Mapping[str, Any]) -> str:
+    """The cross-mode matrix as Markdown: one table per headline metric, backends by modes."""
+    modes: list[str] = list(matrix["modes"])
+    reports: Mapping[str, Any] = matrix.get("reports") or {}
+    cells: Mapping[str, Mapping[str, Any]] = matrix["matrix"]
+    lines = ["# Extraction eval — ontology mode matrix", "", f"> {AGREEMENT_NOTE}", ""]
+    for mode in modes:
+        report = reports.get(mode) or {}
+        parts = [f"reference {_code(report.get('reference', _DASH))}"]
+        corpus = report.get("corpus") or {}
+        if "digest" in corpus:
+            parts.append(f"corpus {_code(corpus['digest'])}")
+        parts.append(judge_line(report.get("judge") or {}))
+        lines.append(f"- {_code(mode)}: " + "; ".join(parts))
+    lines.append("")
+    for key, title, percent in _MATRIX_METRICS:
+        if key == "vocabulary_outside_rate" and not any(
+            row.get(m, {}).get(key) is not None for row in cells.values() for m in modes
+        ):
+            continue
+        rows = []
+        for backend, row in cells.items():
+            values = []
+            for mode in modes:
+                if mode not in row:
+                    values.append("n/a")
+                else:
+                    value = row[mode].get(key)
+                    values.append(_pct(value) if percent else _num(value))
+            rows.append([_cell(backend), *values])
+        lines += [f"## {title}", "", *_table(["Backend", *modes], rows), ""]
+    notes = [n for mode in modes for n in (reports.get(mode) or {}).get("notes") or []]
+    lines += _notes_section(list(dict.fromkeys(notes)))
+    return "\n".join(lines).rstrip("\n") + "\n"

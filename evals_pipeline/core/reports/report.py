@@ -1,0 +1,266 @@
+"""Building the JSON-serialisable eval report for one ontology mode, and the cross-mode matrix.
+
+Strict scores in these reports measure agreement with the reference backend's output, not
+correctness (see `evals_pipeline.core.scoring.strict`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from datetime import date, datetime
+from pathlib import PurePath
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..models import ONTOLOGY_MODES, ExtractionResult
+from ..ontology import Ontology
+from ..scoring.strict import score_against_reference
+from ..statistics import percentiles
+from ..tables import row_result, table_results
+
+F1_AXES: tuple[str, ...] = ("entities", "edges", "summaries")
+PARSE_STATUSES: tuple[str, ...] = ("clean", "recovered", "malformed")
+TRUNCATION_COUNTS: tuple[str, ...] = ("retry_succeeded", "exhausted")
+
+
+def jsonable(value: Any) -> Any:
+    """A copy of `value` made of plain JSON types: NaN/inf become None, numpy scalars unwrap."""
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, np.generic):
+        return jsonable(value.item())
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, PurePath):
+        return str(value)
+    raise TypeError(f"not JSON-serialisable in a report: {type(value).__name__}")
+
+
+def _int_sum(table: pd.DataFrame, column: str) -> int:
+    return int(table[column].fillna(0).sum()) if len(table) else 0
+
+
+def _most_common(values: pd.Series) -> str | None:
+    counts = Counter(str(v) for v in values if v is not None and not pd.isna(v))
+    if not counts:
+        return None
+    # Most frequent first; ties broken by name so the report is deterministic.
+    return min(counts.items(), key=lambda item: (-item[1], item[0]))[0]
+
+
+def _cost(
+    model: str | None,
+    input_tokens: int,
+    output_tokens: int,
+    prices: Mapping[str, Mapping[str, float]] | None,
+) -> float | None:
+    if prices is None or model is None or model not in prices:
+        return None
+    price = prices[model]
+    try:
+        per_in, per_out = float(price["input_per_1m"]), float(price["output_per_1m"])
+    except KeyError as exc:
+        raise ValueError(f"price for model {model!r} lacks {exc.args[0]!r}") from None
+    return input_tokens / 1_000_000 * per_in + output_tokens / 1_000_000 * per_out
+
+
+def _vocabulary_compliance(ok_rows: pd.DataFrame, ontology: Ontology) -> dict[str, Any]:
+    ent_out = ent_total = edge_out = edge_total = 0
+    for ents, edges in zip(ok_rows["entities"], ok_rows["edges"], strict=True):
+        result = row_result(ents, edges)
+        if result is None:
+            continue
+        bad_entities, bad_edges = ontology.vocabulary_violations(result)
+        ent_out += bad_entities
+        edge_out += bad_edges
+        ent_total += len(result.entities)
+        edge_total += len(result.edges)
+    total = ent_total + edge_total
+    return {
+        "entities_outside": ent_out,
+        "entities_total": ent_total,
+        "edges_outside": edge_out,
+        "edges_total": edge_total,
+        "outside_rate": (ent_out + edge_out) / total if total else None,
+    }
+
+
+def backend_summary(
+    name: str,
+    spec: str,
+    table: pd.DataFrame,
+    *,
+    reference: Mapping[str, ExtractionResult | None] | None,
+    ontology: Ontology | None,
+    mode: str,
+    prices: Mapping[str, Mapping[str, float]] | None,
+) -> dict[str, Any]:
+    """One backend's numbers for one mode.
+
+    `reference` is the reference backend's chunk -> result mapping, or None when this backend is
+    the reference (its `strict` block is then None). Token, request and structured-output counts
+    sum over every chunk, failed ones included (a failed chunk still spent its calls); latency
+    and vocabulary compliance read successful chunks only.
+    """
+    ok = table["ok"].astype(bool)
+    ok_rows = table[ok]
+    failed = table[~ok]
+    chunks = len(table)
+    errors = len(failed)
+    errors_by_type = Counter(
+        str(t) if t is not None and not pd.isna(t) else "unknown" for t in failed["error_type"]
+    )
+    input_tokens = _int_sum(table, "input_tokens")
+    output_tokens = _int_sum(table, "output_tokens")
+    provider = _most_common(ok_rows["provider"])
+    model = _most_common(ok_rows["model"])
+    latencies = [float(v) for v in ok_rows["latency_ms"] if not pd.isna(v)]
+    strict = (
+        None
+        if reference is None
+        else score_against_reference(table_results(table), reference).to_dict()
+    )
+    summary: dict[str, Any] = {
+        "name": name,
+        "spec": spec,
+        "chunks": chunks,
+        "errors": errors,
+        "error_rate": errors / chunks if chunks else None,
+        "errors_by_type": dict(sorted(errors_by_type.items())),
+        "strict": strict,
+        "latency_ms": percentiles(latencies),
+        "structured_output": {k: _int_sum(table, k) for k in PARSE_STATUSES},
+        "truncated": {k: _int_sum(table, k) for k in TRUNCATION_COUNTS},
+        "edge_budget_exhausted_chunks": (
+            int(table["edge_budget_exhausted"].fillna(False).astype(bool).sum()) if chunks else 0
+        ),
+        "tokens": {"input": input_tokens, "output": output_tokens},
+        "requests": _int_sum(table, "requests"),
+        "provider": provider,
+        "model": model,
+        "cost_usd": _cost(model, input_tokens, output_tokens, prices),
+    }
+    if mode == "strict" and ontology is not None:
+        summary["vocabulary_compliance"] = _vocabulary_compliance(ok_rows, ontology)
+    return jsonable(summary)
+
+
+def mode_report(
+    *,
+    mode: str,
+    reference: str,
+    specs: Mapping[str, str],
+    tables: Mapping[str, pd.DataFrame],
+    ontology: Ontology | None,
+    corpus: Mapping[str, object],
+    judge: Mapping[str, object],
+    notes: Sequence[str] = (),
+    prices: Mapping[str, Mapping[str, float]] | None = None,
+) -> dict[str, Any]:
+    """The report for one ontology mode: every backend scored against `reference`'s table."""
+    if reference not in tables:
+        raise ValueError(f"reference backend {reference!r} has no table (have: {sorted(tables)})")
+    missing = sorted(set(tables) - set(specs))
+    if missing:
+        raise ValueError(f"no spec given for backend(s) {missing}")
+    ref_results = table_results(tables[reference])
+    backends = {
+        name: backend_summary(
+            name,
+            specs[name],
+            tables[name],
+            reference=None if name == reference else ref_results,
+            ontology=ontology,
+            mode=mode,
+            prices=prices,
+        )
+        for name in sorted(tables)
+    }
+    return jsonable(
+        {
+            "ontology_mode": mode,
+            "reference": reference,
+            "ontology": ontology.name if ontology is not None else None,
+            "corpus": dict(corpus),
+            "judge": dict(judge),
+            "notes": list(notes),
+            "backends": backends,
+        }
+    )
+
+
+def _ordered_modes(modes: Sequence[str]) -> list[str]:
+    known = [m for m in ONTOLOGY_MODES if m in modes]
+    return known + sorted(m for m in modes if m not in ONTOLOGY_MODES)
+
+
+def _f1(summary: Mapping[str, Any], axis: str) -> float | None:
+    strict = summary.get("strict")
+    return None if strict is None else strict[axis]["f1"]
+
+
+def _outside_rate(summary: Mapping[str, Any]) -> float | None:
+    vocabulary = summary.get("vocabulary_compliance")
+    return None if vocabulary is None else vocabulary["outside_rate"]
+
+
+def mode_matrix(reports: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """Headline numbers of several per-mode reports side by side, backend by mode.
+
+    A backend absent from a mode has no entry for it; the reference backend's F1s are None.
+    """
+    modes = _ordered_modes(list(reports))
+    backends = sorted({b for report in reports.values() for b in report["backends"]})
+    matrix: dict[str, dict[str, dict[str, Any]]] = {}
+    for backend in backends:
+        row: dict[str, dict[str, Any]] = {}
+        for mode in modes:
+            summary = reports[mode]["backends"].get(backend)
+            if summary is None:
+                continue
+            row[mode] = {
+                **{f"{axis}_f1": _f1(summary, axis) for axis in F1_AXES},
+                "error_rate": summary["error_rate"],
+                "vocabulary_outside_rate": _outside_rate(summary),
+            }
+        matrix[backend] = row
+    return jsonable({"modes": modes, "reports": {m: reports[m] for m in modes}, "matrix": matrix})
+
+
+def float_metrics(report: Mapping[str, Any]) -> dict[str, float]:
+    """Flat `"{backend}/{metric}"` -> float for every numeric headline of a mode report.
+
+    Missing values (no strict block for the reference, no latency without successes, no price)
+    are left out rather than reported as NaN.
+    """
+    out: dict[str, float] = {}
+    for backend, summary in sorted(report["backends"].items()):
+        values: dict[str, Any] = {f"{axis}_f1": _f1(summary, axis) for axis in F1_AXES}
+        values["error_rate"] = summary["error_rate"]
+        values["errors"] = summary["errors"]
+        for key, value in summary["latency_ms"].items():
+            values[f"latency_ms_{key}"] = value
+        values["input_tokens"] = summary["tokens"]["input"]
+        values["output_tokens"] = summary["tokens"]["output"]
+        values["requests"] = summary["requests"]
+        values.update(summary["structured_output"])
+        values.update(summary["truncated"])
+        values["edge_budget_exhausted_chunks"] = summary["edge_budget_exhausted_chunks"]
+        values["cost_usd"] = summary["cost_usd"]
+        values["vocabulary_outside_rate"] = _outside_rate(summary)
+        for key, value in values.items():
+            if value is not None and not isinstance(value, bool):
+                out[f"{backend}/{key}"] = float(value)
+    return out
