@@ -1,0 +1,319 @@
+"""Per-episode counts (never rates) of one cast against its expected graph.
+
+Rates are ratios of counts pooled over episodes (`pooled_rates`); `core.compare` reads the same
+counts. Entities match by identity: `name` types by normalised name, natural-key types by the
+coerced values of their key (by name when the expected vertex states no complete key: a
+secondary identity), `blank` types by equal property values or an overlapping quote. Schema
+findings (`unknown_type`, `undeclared_edge`, `undeclared_property`) are against the schema the
+model was shown, so for a sliced episode a type the slice left out is a finding too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ..compare import RATES
+from ..models import CallStats, Edge, Entity, ExtractionResult
+from ..ontology import EntityType, Ontology, PropertyType
+from .corpus import EdgeRef, ExpectedGraph, Vertex
+from .values import canonical, normalise_text, states
+
+COUNT_NAMES: tuple[str, ...] = (
+    "entities_tp", "entities_produced", "entities_expected",
+    "edges_tp", "edges_produced", "edges_expected",
+    "edges_matched", "edges_reversed",
+    "properties_tp", "properties_produced", "properties_expected",
+    "items_emitted", "items_conformant", "quotes_ungrounded",
+    "vertices_emitted", "edges_emitted", "properties_emitted",
+    "unknown_type", "undeclared_edge", "undeclared_property", "values_unfaithful",
+    "items_matched", "span_overlap", "mention_agree",
+    "forbidden_written", "forbidden_total",
+    "sliced_episodes", "expected_types", "seeds_expected_found", "slice_expected_found",
+    "tokens", "requests",
+)  # fmt: skip
+
+# Every rate a bench report carries: compare's registry, plus the rest of the spec's metrics.
+BENCH_RATES: dict[str, tuple[str, str]] = {
+    **RATES,
+    "type_hallucination": ("unknown_type", "vertices_emitted"),
+    "relation_hallucination": ("undeclared_edge", "edges_emitted"),
+    "property_hallucination": ("undeclared_property", "properties_emitted"),
+    "unfaithful": ("values_unfaithful", "properties_emitted"),
+    "span": ("span_overlap", "items_matched"),
+    "mention": ("mention_agree", "entities_tp"),
+    "seed_recall": ("seeds_expected_found", "expected_types"),
+    "closure_recall": ("slice_expected_found", "expected_types"),
+    "tokens_per_episode": ("tokens", "episodes"),
+    "requests_per_episode": ("requests", "episodes"),
+}
+_F1 = {
+    "entity_f1": ("entities_tp", "entities_produced", "entities_expected"),
+    "edge_f1": ("edges_tp", "edges_produced", "edges_expected"),
+    "property_f1": ("properties_tp", "properties_produced", "properties_expected"),
+}
+
+
+def _span(text: str, quote: str) -> tuple[int, int] | None:
+    if not quote:
+        return None
+    at = text.casefold().find(quote.casefold())
+    return (at, at + len(quote)) if at >= 0 else None
+
+
+def quotes_overlap(text: str, a: str, b: str) -> bool:
+    sa, sb = _span(text, a), _span(text, b)
+    return sa is not None and sb is not None and sa[0] < sb[1] and sb[0] < sa[1]
+
+
+def grounded(text: str, quote: str) -> bool:
+    """A quote is grounded when it occurs in the text (case and whitespace runs aside)."""
+    return bool(quote.strip()) and normalise_text(quote) in normalise_text(text)
+
+
+def _props(et: EntityType | None) -> dict[str, PropertyType]:
+    return {p.name: p for p in et.properties} if et is not None else {}
+
+
+def _value_equal(a: object, b: object, prop: PropertyType) -> bool:
+    return canonical(a, prop) == canonical(b, prop)  # type: ignore[arg-type]
+
+
+def _identity_match(v: Vertex, e: Entity, et: EntityType, body: str) -> bool:
+    props = _props(et)
+    if et.identity == "name":
+        return normalise_text(v.name) == normalise_text(e.name)
+    if et.identity == "blank":
+        if v.properties and all(
+            k in e.properties and _value_equal(e.properties[k], val, props[k])
+            for k, val in v.properties.items()
+        ):
+            return True
+        return quotes_overlap(body, v.quote, e.quote)
+    key = et.identity
+    if all(k in v.properties for k in key):
+        return all(
+            k in e.properties and _value_equal(e.properties[k], v.properties[k], props[k])
+            for k in key
+        )
+    # No complete key in the text: the name is the secondary identity it is known by.
+    return normalise_text(v.name) == normalise_text(e.name)
+
+
+def match_entities(
+    expected: ExpectedGraph, produced: Sequence[Entity], schema: Ontology, body: str
+) -> dict[str, int]:
+    """Expected handle -> index of the produced entity it matched (greedy, in file order)."""
+    taken: set[int] = set()
+    out: dict[str, int] = {}
+    for handle, v in expected.vertices.items():
+        et = schema.entity_type(v.type)
+        if et is None:
+            continue
+        for i, e in enumerate(produced):
+            if i not in taken and e.type == v.type and _identity_match(v, e, et, body):
+                out[handle] = i
+                taken.add(i)
+                break
+    return out
+
+
+def _edge_handles(
+    edge: Edge, by_name: Mapping[str, str], by_norm: Mapping[str, str]
+) -> tuple[str | None, str | None]:
+    def one(name: str) -> str | None:
+        return by_name.get(name) or by_norm.get(normalise_text(name))
+
+    return one(edge.source), one(edge.target)
+
+
+def _findings(
+    result: ExtractionResult, shown: Ontology
+) -> tuple[list[bool], list[bool], int, int, int]:
+    """Per entity / edge: conformant?; and the unknown_type / undeclared_* finding counts."""
+    types = {e.name: e.type for e in result.entities}
+    relations = {r.name: r for r in shown.relation_types}
+    ent_ok: list[bool] = []
+    unknown = undeclared_props = 0
+    for e in result.entities:
+        et = shown.entity_type(e.type)
+        bad_props = sum(1 for p in e.properties if p not in _props(et))
+        unknown += et is None
+        undeclared_props += bad_props
+        ent_ok.append(et is not None and bad_props == 0)
+    edge_ok: list[bool] = []
+    for edge in result.edges:
+        rt = relations.get(edge.relation)
+        ok = rt is not None
+        if rt is not None:
+            src, tgt = types.get(edge.source), types.get(edge.target)
+            ok = (not rt.source or src in rt.source) and (not rt.target or tgt in rt.target)
+        edge_ok.append(ok)
+    return ent_ok, edge_ok, unknown, edge_ok.count(False), undeclared_props
+
+
+def _unfaithful(e: Entity, et: EntityType | None, context: Sequence[str]) -> int:
+    props = _props(et)
+    identity = et.identity if et is not None and isinstance(et.identity, tuple) else ()
+    bad = 0
+    for name, value in e.properties.items():
+        pt = props.get(name)
+        if pt is None or pt.type not in ("integer", "number", "date"):
+            continue
+        sources = [e.quote, *(context if name in identity else ())]
+        bad += not any(states(q, value, pt) for q in sources)
+    return bad
+
+
+def zero_counts(expected: ExpectedGraph, *, sliced: bool, expected_types: int) -> dict[str, int]:
+    """The counts of an episode that produced nothing (an error): everything still expected."""
+    counts = dict.fromkeys(COUNT_NAMES, 0)
+    counts["entities_expected"] = len(expected.vertices)
+    counts["edges_expected"] = len(expected.edges)
+    counts["forbidden_total"] = len(expected.forbidden_vertices) + len(expected.forbidden_edges)
+    if sliced:
+        counts["sliced_episodes"] = 1
+        counts["expected_types"] = expected_types
+    return counts
+
+
+def episode_counts(
+    *,
+    body: str,
+    context: Sequence[str],
+    expected: ExpectedGraph,
+    result: ExtractionResult | None,
+    schema: Ontology,
+    shown: Ontology,
+    seeds: Sequence[str] | None = None,
+    stats: CallStats | None = None,
+) -> dict[str, int]:
+    """Every count of one episode. `schema` is the case's whole schema (for identity and value
+    types), `shown` what the model was shown; `seeds` is given for sliced episodes only."""
+    expected_types = {v.type for v in expected.vertices.values()}
+    counts = zero_counts(expected, sliced=seeds is not None, expected_types=len(expected_types))
+    if seeds is not None:
+        shown_types = shown.entity_type_names
+        counts["seeds_expected_found"] = len(expected_types & set(seeds))
+        counts["slice_expected_found"] = len(expected_types & shown_types)
+    if stats is not None:
+        counts["tokens"] = stats.input_tokens + stats.output_tokens
+        counts["requests"] = stats.requests
+    if result is None:
+        return counts
+    ents, edges = result.entities, result.edges
+    counts["entities_produced"] = counts["vertices_emitted"] = len(ents)
+    counts["edges_produced"] = counts["edges_emitted"] = len(edges)
+    counts["items_emitted"] = len(ents) + len(edges)
+    counts["properties_emitted"] = sum(len(e.properties) for e in ents)
+
+    ent_ok, edge_ok, unknown, undeclared_edges, undeclared_props = _findings(result, shown)
+    counts["items_conformant"] = ent_ok.count(True) + edge_ok.count(True)
+    counts["unknown_type"] = unknown
+    counts["undeclared_edge"] = undeclared_edges
+    counts["undeclared_property"] = undeclared_props
+    quotes = [e.quote for e in ents] + [e.quote for e in edges]
+    counts["quotes_ungrounded"] = sum(not grounded(body, q) for q in quotes)
+    counts["values_unfaithful"] = sum(
+        _unfaithful(e, schema.entity_type(e.type), context) for e in ents
+    )
+
+    matched = match_entities(expected, ents, schema, body)
+    counts["entities_tp"] = len(matched)
+    for handle, i in matched.items():
+        v, e = expected.vertices[handle], ents[i]
+        props = _props(schema.entity_type(v.type))
+        counts["properties_expected"] += len(v.properties)
+        counts["properties_produced"] += len(e.properties)
+        counts["properties_tp"] += sum(
+            1
+            for k, val in v.properties.items()
+            if k in e.properties and k in props and _value_equal(e.properties[k], val, props[k])
+        )
+        counts["span_overlap"] += quotes_overlap(body, v.quote, e.quote)
+        counts["mention_agree"] += not v.mention  # a cast carries no mention flag: read as False
+
+    by_name = {ents[i].name: h for h, i in matched.items()}
+    by_norm = {normalise_text(ents[i].name): h for h, i in matched.items()}
+    want = {(e.source, e.relation, e.target): e for e in expected.edges}
+    hit: set[tuple[str, str, str]] = set()
+    for edge in edges:
+        src, tgt = _edge_handles(edge, by_name, by_norm)
+        if src is None or tgt is None:
+            continue
+        key = (src, edge.relation, tgt)
+        if key in want and key not in hit:
+            hit.add(key)
+            counts["span_overlap"] += quotes_overlap(body, want[key].quote, edge.quote)
+        elif (tgt, edge.relation, src) in want and key not in want:
+            counts["edges_reversed"] += 1
+    counts["edges_tp"] = counts["edges_matched"] = len(hit)
+    counts["items_matched"] = counts["entities_tp"] + counts["edges_tp"]
+    counts["forbidden_written"] = _forbidden_written(
+        expected, ents, edges, matched, by_name, by_norm
+    )
+    return counts
+
+
+def _strip_article(name: str) -> str:
+    n = normalise_text(name)
+    for article in ("the ", "a ", "an "):
+        if n.startswith(article):
+            return n[len(article) :]
+    return n
+
+
+def _forbidden_written(
+    expected: ExpectedGraph,
+    ents: Sequence[Entity],
+    edges: Sequence[Edge],
+    matched: Mapping[str, int],
+    by_name: Mapping[str, str],
+    by_norm: Mapping[str, str],
+) -> int:
+    used = set(matched.values())
+    written = 0
+    for fv in expected.forbidden_vertices:
+        for i, e in enumerate(ents):
+            if e.type != fv.type:
+                continue
+            if (fv.name is None and i not in used) or (
+                fv.name is not None and _strip_article(e.name) == _strip_article(fv.name)
+            ):
+                written += 1
+                used.add(i)
+                break
+    produced = set()
+    for edge in edges:
+        src, tgt = _edge_handles(edge, by_name, by_norm)
+        produced.add((src, edge.relation, tgt))
+    written += sum((f.source, f.relation, f.target) in produced for f in expected.forbidden_edges)
+    return written
+
+
+def _side(counts: Mapping[str, int], side: str) -> int:
+    return sum(counts.get(name.strip(), 0) for name in side.split("+"))
+
+
+def sum_counts(episodes: Sequence[Mapping[str, int]]) -> dict[str, int]:
+    total = dict.fromkeys(COUNT_NAMES, 0)
+    for counts in episodes:
+        for k, v in counts.items():
+            total[k] = total.get(k, 0) + v
+    total["episodes"] = len(episodes)
+    return total
+
+
+def pooled_rates(episodes: Sequence[Mapping[str, int]]) -> dict[str, float | None]:
+    """Every bench rate over the pooled counts; None where the denominator is zero."""
+    total = sum_counts(episodes)
+    out: dict[str, float | None] = {}
+    for rate, (num, den) in BENCH_RATES.items():
+        d = _side(total, den)
+        out[rate] = _side(total, num) / d if d else None
+    for rate, (tp, produced, expected_) in _F1.items():
+        d = total[produced] + total[expected_]
+        out[rate] = 2 * total[tp] / d if d else None
+    return out
+
+
+__all__ = ["BENCH_RATES", "COUNT_NAMES", "EdgeRef", "episode_counts", "pooled_rates"]

@@ -1,0 +1,173 @@
+"""Running an extractor over the bench corpus and writing the run report.
+
+Every episode goes through our real extraction path (`extract_all` under
+`ExtractOptions.for_mode`), shown the case's schema, or its slice when the case has a budget.
+The report is the JSON `core.compare` reads: per row, every count for every episode (errored
+ones included: nothing produced, everything still expected) and the pooled rates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..errors import EvalsError
+from ..extractors.base import Extractor
+from ..extractors.oracle import OracleExtractor
+from ..models import Episode, OntologyMode
+from ..ontology import Ontology
+from ..options import ExtractOptions
+from ..runner import ChunkRun, extract_all, run_sync
+from .corpus import BenchCase, BenchCorpus, BenchEpisode
+from .metrics import BENCH_RATES, episode_counts, pooled_rates
+from .slice import slice_schema
+
+
+def oracle_extractor(corpus: BenchCorpus) -> OracleExtractor:
+    """The oracle row: replies with each episode's expected graph."""
+    return OracleExtractor(corpus.expected_results())
+
+
+def _shown(case: BenchCase, episode: BenchEpisode) -> tuple[Ontology, tuple[str, ...] | None]:
+    if case.budget is None:
+        return case.schema, None
+    cut = slice_schema(case.schema, episode.body, case.budget)
+    return cut.ontology, cut.seeds
+
+
+def run_bench(
+    corpus: BenchCorpus,
+    extractor: Extractor,
+    *,
+    row_name: str,
+    ontology_mode: OntologyMode = "strict",
+    concurrency: int = 8,
+) -> dict[str, Any]:
+    """Cast every episode of `corpus` with `extractor`; the run report as a dict."""
+    plan: list[tuple[BenchCase, BenchEpisode, Episode, Ontology, tuple[str, ...] | None]] = []
+    for case in corpus.cases:
+        for ep in case.episodes:
+            shown, seeds = _shown(case, ep)
+            episode = Episode(name=corpus.episode_name(case, ep), body=ep.body, context=ep.context)
+            plan.append((case, ep, episode, shown, seeds))
+
+    async def cast_all() -> list[ChunkRun]:
+        # One extract_all per episode: each may be shown a different slice of its schema.
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(episode: Episode, shown: Ontology) -> ChunkRun:
+            async with gate:
+                options = ExtractOptions.for_mode(ontology_mode, shown)
+                try:
+                    runs = await extract_all(extractor, [episode], options, tolerate_misses=True)
+                except EvalsError as exc:  # e.g. an oracle without this episode's graph
+                    return ChunkRun(episode, None, str(exc), type(exc).__name__)
+                return runs[0]
+
+        return list(await asyncio.gather(*(one(p[2], p[3]) for p in plan)))
+
+    runs = run_sync(cast_all)
+    episodes: list[dict[str, Any]] = []
+    for (case, ep, _episode, shown, seeds), run in zip(plan, runs, strict=True):
+        if run.outcome is not None:
+            counts = episode_counts(
+                body=ep.body,
+                context=ep.context,
+                expected=ep.expected,
+                result=run.outcome.result,
+                schema=case.schema,
+                shown=shown,
+                seeds=seeds,
+                stats=run.outcome.stats,
+            )
+        else:
+            counts = episode_counts(
+                body=ep.body,
+                context=ep.context,
+                expected=ep.expected,
+                result=None,
+                schema=case.schema,
+                shown=shown,
+                seeds=seeds,
+                stats=run.stats,
+            )
+        episodes.append(
+            {
+                "case": case.id,
+                "source_id": ep.source_id,
+                "case_digest": case.digest,
+                "status": "ok" if run.ok else "error",
+                **({} if run.ok else {"error": run.error or ""}),
+                "counts": counts,
+            }
+        )
+    by_case: dict[str, list[dict[str, int]]] = {}
+    for e in episodes:
+        by_case.setdefault(e["case"], []).append(e["counts"])
+    return {
+        "corpus_version": corpus.version,
+        "corpus_digest": corpus.digest,
+        "split": corpus.split or "all",
+        "publishable": corpus.split == "test" and not corpus.modified,
+        "ontology_mode": ontology_mode,
+        "rows": {
+            row_name: {
+                "provider": extractor.provider,
+                "model": extractor.model,
+                "episodes": episodes,
+                "rates": pooled_rates([e["counts"] for e in episodes]),
+                "cases": {c: pooled_rates(v) for c, v in sorted(by_case.items())},
+            }
+        },
+    }
+
+
+def merge_rows(*reports: dict[str, Any]) -> dict[str, Any]:
+    """One report holding the rows of several runs over the same corpus."""
+    first = dict(reports[0])
+    first["rows"] = {k: v for r in reports for k, v in r["rows"].items()}
+    return first
+
+
+def _fmt(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    lines = [
+        "# Exact-match benchmark",
+        "",
+        f"- corpus {report['corpus_version']} (digest `{report['corpus_digest'][:12]}`), "
+        f"split {report['split']}, ontology mode {report.get('ontology_mode', 'strict')}",
+    ]
+    if not report.get("publishable"):
+        lines.append(
+            "- **not publishable**: only `--split test` on an unmodified corpus is publishable"
+        )
+    rows = report["rows"]
+    rates = [*BENCH_RATES, "entity_f1", "edge_f1", "property_f1"]
+    lines += ["", "| rate | " + " | ".join(rows) + " |", "|---|" + "---|" * len(rows)]
+    for rate in rates:
+        cells = [_fmt(rows[r]["rates"].get(rate)) for r in rows]
+        lines.append(f"| {rate} | " + " | ".join(cells) + " |")
+    for name, row in rows.items():
+        failed = [e for e in row["episodes"] if e["status"] != "ok"]
+        lines += ["", f"## {name}: {len(row['episodes'])} episodes, {len(failed)} errors"]
+        lines += [f"- {e['case']} {e['source_id']}: {e.get('error', '')}" for e in failed]
+    return "\n".join(lines) + "\n"
+
+
+def write_run(
+    report: dict[str, Any], out_dir: Path | str, *, now: datetime | None = None
+) -> tuple[Path, Path]:
+    """Write `<stamp>.json` and `<stamp>.md` (stamp: UTC time to the second)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    json_path, md_path = out / f"{stamp}.json", out / f"{stamp}.md"
+    json_path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    md_path.write_text(render_markdown(report), encoding="utf-8")
+    return json_path, md_path
