@@ -9,11 +9,16 @@ It builds the same Dagster assets as `dagster dev` and materialises them in-proc
 `--backend` it runs the project file (`--config`, default evals.yaml). `--dry-run` runs only
 the shared resolution code: it prints the plan, makes no call, writes nothing and exits 0.
 Exit codes: 0 success, 1 the run failed (a blocking check or a step), 2 usage or input error.
+
+Subcommands: `evals-pipeline compare A.json B.json` (paired-bootstrap comparison of two bench
+runs), `evals-pipeline bench` (score backends against the exact-match corpus) and
+`evals-pipeline gate` (the golden-set regression gate); each has its own `--help`.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import shutil
 import sys
 from collections.abc import Sequence
@@ -137,7 +142,20 @@ def dry_run(config: EvalsConfig) -> str:
     return plan.render()
 
 
+SUBCOMMANDS = {
+    "compare": "evals_pipeline.compare_cli",
+    "bench": "evals_pipeline.bench_cli",
+    "gate": "evals_pipeline.gate_cli",
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        # Subcommands own their flags; imported lazily so the main run pays nothing for them.
+        module = importlib.import_module(SUBCOMMANDS[argv[0]])
+        result: int = module.main(argv[1:])
+        return result
     parser = _parser()
     args = parser.parse_args(argv)
     try:

@@ -28,8 +28,8 @@ from ..models import Edge, Entity, ExtractionResult, PropertyValue
 from ..ontology import EntityType, Ontology, load_ontology
 from .values import is_canonical, normalise_text, states
 
-CORPUS_VERSION = "1.0.0"
-CORPUS_DIGEST = "133cafda9c6b984d841383089bcf69a1d538738e582dfbf8ec9ce4ea6f87d953"
+CORPUS_VERSION = "1.1.0"
+CORPUS_DIGEST = "524bb5248be46c06aa199e998421989e9b602d33c98f32560dfc5ae97aeed3b0"
 
 CASE_FILES = ("case.yaml", "episodes.jsonl", "expected.yaml")
 SPLITS_FILE = "SPLITS.yaml"
@@ -297,6 +297,15 @@ def _load_episodes(path: Path) -> list[_EpisodeLine]:
     return out
 
 
+def is_mention(et: EntityType, properties: Mapping[str, object]) -> bool:
+    """A mention: an entity of a keyed type known only by its name, its key not stated.
+
+    Entities carry no mention flag of their own, so a cast's flag is read from its output the
+    same way the corpus states it: a keyed type without every key property.
+    """
+    return isinstance(et.identity, tuple) and not all(k in properties for k in et.identity)
+
+
 def _check_vertex(
     fail: Callable[[str, str], NoReturn],
     at: str,
@@ -311,6 +320,16 @@ def _check_vertex(
         fail(f"quote {v.quote!r} is not in the text", f"{at}.quote")
     declared = {p.name: p for p in et.properties}
     identity = et.identity if isinstance(et.identity, tuple) else ()
+    if v.mention != is_mention(et, v.properties):
+        # The flag is what a cast's output makes of it, so a case stating otherwise is unscorable.
+        fail(
+            f"mention is {str(v.mention).lower()} but the vertex "
+            + ("states its complete key" if identity else f"is of a {et.identity!r}-identity type")
+            if v.mention
+            else "mention is false but the vertex lacks its complete key "
+            f"{list(identity)} (it is known by its name only)",
+            f"{at}.mention",
+        )
     for prop, index in v.from_context.items():
         if prop not in identity:
             fail(f"{prop!r} is not an identity property of {et.name}", f"{at}.from_context.{prop}")

@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..compare import RATES
-from ..models import CallStats, Edge, Entity, ExtractionResult
+from ..models import CallStats, Edge, Entity, ExtractionOutcome, ExtractionResult
+from ..parsing import EdgesReply, EntitiesReply, parse_structured
 from ..ontology import EntityType, Ontology, PropertyType
-from .corpus import EdgeRef, ExpectedGraph, Vertex
+from .corpus import EdgeRef, ExpectedGraph, Vertex, is_mention
 from .values import canonical, normalise_text, states
 
 COUNT_NAMES: tuple[str, ...] = (
@@ -23,7 +24,8 @@ COUNT_NAMES: tuple[str, ...] = (
     "edges_tp", "edges_produced", "edges_expected",
     "edges_matched", "edges_reversed",
     "properties_tp", "properties_produced", "properties_expected",
-    "items_emitted", "items_conformant", "quotes_ungrounded",
+    "items_emitted", "items_conformant", "final_items_emitted", "final_items_conformant",
+    "quotes_ungrounded",
     "vertices_emitted", "edges_emitted", "properties_emitted",
     "unknown_type", "undeclared_edge", "undeclared_property", "values_unfaithful",
     "items_matched", "span_overlap", "mention_agree",
@@ -35,6 +37,7 @@ COUNT_NAMES: tuple[str, ...] = (
 # Every rate a bench report carries: compare's registry, plus the rest of the spec's metrics.
 BENCH_RATES: dict[str, tuple[str, str]] = {
     **RATES,
+    "conformance_final": ("final_items_conformant", "final_items_emitted"),
     "type_hallucination": ("unknown_type", "vertices_emitted"),
     "relation_hallucination": ("undeclared_edge", "edges_emitted"),
     "property_hallucination": ("undeclared_property", "properties_emitted"),
@@ -164,6 +167,47 @@ def _unfaithful(e: Entity, et: EntityType | None, context: Sequence[str]) -> int
     return bad
 
 
+def first_reply(outcome: ExtractionOutcome) -> ExtractionResult:
+    """What the model said first: each stage's first attempt, parsed as the pipeline parses.
+
+    Differs from the kept result only when a stage was retried (a truncated first reply, which
+    usually does not parse: its items then count as none emitted).
+    """
+    entities: tuple[Entity, ...] = ()
+    edges: tuple[Edge, ...] = ()
+    for stage in outcome.transcript:
+        if not stage.attempts:
+            continue
+        text = stage.attempts[0].text
+        if stage.stage == "entities":
+            ents, _ = parse_structured(text, EntitiesReply)
+            if ents is not None:
+                entities = tuple(
+                    Entity(
+                        name=e.name,
+                        type=e.type,
+                        summary=e.summary,
+                        quote=e.quote,
+                        properties=e.properties,
+                    )
+                    for e in ents.entities
+                )
+        elif stage.stage == "edges":
+            eds, _ = parse_structured(text, EdgesReply)
+            if eds is not None:
+                edges = tuple(
+                    Edge(
+                        source=e.source,
+                        target=e.target,
+                        relation=e.relation,
+                        fact=e.fact,
+                        quote=e.quote,
+                    )
+                    for e in eds.edges
+                )
+    return ExtractionResult(entities=entities, edges=edges)
+
+
 def zero_counts(expected: ExpectedGraph, *, sliced: bool, expected_types: int) -> dict[str, int]:
     """The counts of an episode that produced nothing (an error): everything still expected."""
     counts = dict.fromkeys(COUNT_NAMES, 0)
@@ -186,9 +230,13 @@ def episode_counts(
     shown: Ontology,
     seeds: Sequence[str] | None = None,
     stats: CallStats | None = None,
+    first: ExtractionResult | None = None,
 ) -> dict[str, int]:
     """Every count of one episode. `schema` is the case's whole schema (for identity and value
-    types), `shown` what the model was shown; `seeds` is given for sliced episodes only."""
+    types), `shown` what the model was shown; `seeds` is given for sliced episodes only.
+
+    Conformance and the hallucination, grounding and faithfulness findings read the `first`
+    reply (default: the kept `result`); P/R/F1 and everything matched read the kept result."""
     expected_types = {v.type for v in expected.vertices.values()}
     counts = zero_counts(expected, sliced=seeds is not None, expected_types=len(expected_types))
     if seeds is not None:
@@ -200,21 +248,27 @@ def episode_counts(
         counts["requests"] = stats.requests
     if result is None:
         return counts
+    first = result if first is None else first
     ents, edges = result.entities, result.edges
-    counts["entities_produced"] = counts["vertices_emitted"] = len(ents)
-    counts["edges_produced"] = counts["edges_emitted"] = len(edges)
-    counts["items_emitted"] = len(ents) + len(edges)
-    counts["properties_emitted"] = sum(len(e.properties) for e in ents)
+    counts["entities_produced"] = len(ents)
+    counts["edges_produced"] = len(edges)
+    counts["final_items_emitted"] = len(ents) + len(edges)
+    ent_ok, edge_ok, *_ = _findings(result, shown)
+    counts["final_items_conformant"] = ent_ok.count(True) + edge_ok.count(True)
 
-    ent_ok, edge_ok, unknown, undeclared_edges, undeclared_props = _findings(result, shown)
+    counts["vertices_emitted"] = len(first.entities)
+    counts["edges_emitted"] = len(first.edges)
+    counts["items_emitted"] = len(first.entities) + len(first.edges)
+    counts["properties_emitted"] = sum(len(e.properties) for e in first.entities)
+    ent_ok, edge_ok, unknown, undeclared_edges, undeclared_props = _findings(first, shown)
     counts["items_conformant"] = ent_ok.count(True) + edge_ok.count(True)
     counts["unknown_type"] = unknown
     counts["undeclared_edge"] = undeclared_edges
     counts["undeclared_property"] = undeclared_props
-    quotes = [e.quote for e in ents] + [e.quote for e in edges]
+    quotes = [e.quote for e in first.entities] + [e.quote for e in first.edges]
     counts["quotes_ungrounded"] = sum(not grounded(body, q) for q in quotes)
     counts["values_unfaithful"] = sum(
-        _unfaithful(e, schema.entity_type(e.type), context) for e in ents
+        _unfaithful(e, schema.entity_type(e.type), context) for e in first.entities
     )
 
     matched = match_entities(expected, ents, schema, body)
@@ -230,7 +284,8 @@ def episode_counts(
             if k in e.properties and k in props and _value_equal(e.properties[k], val, props[k])
         )
         counts["span_overlap"] += quotes_overlap(body, v.quote, e.quote)
-        counts["mention_agree"] += not v.mention  # a cast carries no mention flag: read as False
+        et = schema.entity_type(v.type)
+        counts["mention_agree"] += et is not None and is_mention(et, e.properties) == v.mention
 
     by_name = {ents[i].name: h for h, i in matched.items()}
     by_norm = {normalise_text(ents[i].name): h for h, i in matched.items()}

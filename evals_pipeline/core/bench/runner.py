@@ -22,7 +22,7 @@ from ..ontology import Ontology
 from ..options import ExtractOptions
 from ..runner import ChunkRun, extract_all, run_sync
 from .corpus import BenchCase, BenchCorpus, BenchEpisode
-from .metrics import BENCH_RATES, episode_counts, pooled_rates
+from .metrics import BENCH_RATES, episode_counts, first_reply, pooled_rates
 from .slice import slice_schema
 
 
@@ -82,6 +82,7 @@ def run_bench(
                 shown=shown,
                 seeds=seeds,
                 stats=run.outcome.stats,
+                first=first_reply(run.outcome),
             )
         else:
             counts = episode_counts(

@@ -32,7 +32,7 @@ def test_oracle_scores_perfectly_on_the_whole_corpus() -> None:
     for rate in (
         "entity_precision", "entity_recall", "entity_f1", "edge_precision", "edge_recall",
         "edge_f1", "property_precision", "property_recall", "property_f1", "direction",
-        "conformance", "span", "closure_recall",
+        "conformance", "span", "closure_recall", "mention",
     ):  # fmt: skip
         assert rates[rate] == 1.0, rate
     for rate in (
@@ -205,3 +205,92 @@ def test_slice_keeps_named_types_then_closure_under_the_budget() -> None:
     tight = slice_schema(case.schema, case.episodes[0].body, 1)
     assert tight.entity_types == ("Parcel",)
     assert tight.ontology.relation_types == ()
+
+
+def test_mention_flag_is_read_from_the_cast(tmp_path: Path) -> None:
+    """A keyed entity known by name only is a mention; stating a key it lacks disagrees."""
+    body = "A train stopped at Ash, and train 4711 stopped at Birch."
+    vertices = {
+        "ash": {"type": "Station", "name": "Ash", "quote": "Ash"},
+        "birch": {"type": "Station", "name": "Birch", "quote": "Birch."},
+        "t1": {
+            "type": "Train",
+            "name": "4711",
+            "quote": "train 4711",
+            "properties": {"number": "4711"},
+        },
+        "tx": {"type": "Train", "name": "train", "quote": "A train stopped", "mention": True},
+    }
+    data = {"ep-1": {"vertices": vertices, "edges": []}}
+    corpus = load_bench_corpus(
+        write_corpus(tmp_path, expected_yaml=data, episodes=[{"source_id": "ep-1", "body": body}])
+    )
+    assert _run(corpus, lambda g: g)["mention_agree"] == 4
+
+    def key_the_mention(g: ExtractionResult) -> ExtractionResult:
+        ents = tuple(
+            e.model_copy(update={"properties": {"number": "0001"}}) if e.name == "train" else e
+            for e in g.entities
+        )
+        return g.model_copy(update={"entities": ents})
+
+    counts = _run(corpus, key_the_mention)
+    # Still matched by its name (the expected vertex has no key), but no longer a mention.
+    assert counts["entities_tp"] == 4 and counts["mention_agree"] == 3
+
+
+def test_conformance_reads_the_first_reply_and_the_final_attempt_separately(
+    tmp_path: Path,
+) -> None:
+    """A first reply with a type outside the schema, retried (truncated) into a clean one."""
+    from evals_pipeline.core.bench.metrics import episode_counts, first_reply
+    from evals_pipeline.core.models import Attempt, CallStats, ExtractionOutcome, StageTranscript
+
+    corpus = _mini(tmp_path)
+    case = corpus.cases[0]
+    (ep,) = case.episodes
+    final = next(iter(corpus.expected_results().values()))
+    bad_first = {
+        "entities": [
+            {"name": e.name, "type": "Stop" if e.name == "Ash" else e.type, "quote": e.quote}
+            for e in final.entities
+        ]
+    }
+    attempts = (
+        Attempt(text=json.dumps(bad_first), finish_reason="length", truncated=True, max_tokens=8),
+        Attempt(text="{}", finish_reason="stop", truncated=False, max_tokens=16),
+    )
+    edges = json.dumps({"edges": [e.model_dump() for e in final.edges]})
+    outcome = ExtractionOutcome(
+        result=final,
+        stats=CallStats(),
+        transcript=(
+            StageTranscript(stage="entities", attempts=attempts),
+            StageTranscript(
+                stage="edges",
+                attempts=(
+                    Attempt(text=edges, finish_reason="stop", truncated=False, max_tokens=8),
+                ),
+            ),
+        ),
+        provider="test",
+        model="m",
+    )
+    first = first_reply(outcome)
+    assert [e.type for e in first.entities][0] == "Stop"
+    counts = episode_counts(
+        body=ep.body,
+        context=ep.context,
+        expected=ep.expected,
+        result=final,
+        schema=case.schema,
+        shown=case.schema,
+        first=first,
+    )
+    items = len(final.entities) + len(final.edges)
+    # Ash's unknown type also makes its LINKS_TO edge undeclared in the first reply.
+    assert counts["items_emitted"] == counts["final_items_emitted"] == items
+    assert counts["unknown_type"] == 1 and counts["undeclared_edge"] == 1
+    assert counts["items_conformant"] == items - 2
+    assert counts["final_items_conformant"] == items
+    assert counts["entities_tp"] == len(final.entities)

@@ -141,6 +141,7 @@ def _set(path: str, value: Any) -> Any:
             "not an identity property",
         ),
         (_set("vertices.birch.name", "ash"), "ep-1.vertices.birch.name", "also vertex"),
+        (_set("vertices.ash.mention", True), "ep-1.vertices.ash.mention", "'name'-identity"),
     ],
 )
 def test_expected_errors_name_file_and_field(
