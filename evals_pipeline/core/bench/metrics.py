@@ -31,6 +31,7 @@ COUNT_NAMES: tuple[str, ...] = (
     "items_matched", "span_overlap", "mention_agree",
     "forbidden_written", "forbidden_total",
     "sliced_episodes", "expected_types", "seeds_expected_found", "slice_expected_found",
+    "recast_vertices", "recast_added", "recast_duplicated",
     "tokens", "requests",
 )  # fmt: skip
 
@@ -46,6 +47,8 @@ BENCH_RATES: dict[str, tuple[str, str]] = {
     "mention": ("mention_agree", "entities_tp"),
     "seed_recall": ("seeds_expected_found", "expected_types"),
     "closure_recall": ("slice_expected_found", "expected_types"),
+    "recast_added": ("recast_added", "recast_vertices"),
+    "recast_duplicated": ("recast_duplicated", "recast_vertices"),
     "tokens_per_episode": ("tokens", "episodes"),
     "requests_per_episode": ("requests", "episodes"),
 }
@@ -206,6 +209,50 @@ def first_reply(outcome: ExtractionOutcome) -> ExtractionResult:
                     for e in eds.edges
                 )
     return ExtractionResult(entities=entities, edges=edges)
+
+
+def _identity(e: Entity, et: EntityType | None) -> tuple[object, ...] | None:
+    """What a graph merges an entity on; None for a blank type (nothing to merge on)."""
+    if et is None or et.identity == "name":
+        return ("name", e.type, normalise_text(e.name))
+    if et.identity == "blank":
+        return None
+    props = _props(et)
+    if all(k in e.properties for k in et.identity):
+        return ("key", e.type, *(canonical(e.properties[k], props[k]) for k in et.identity))  # type: ignore[arg-type]
+    return ("name", e.type, normalise_text(e.name))
+
+
+def recast_counts(
+    first: ExtractionResult, second: ExtractionResult, schema: Ontology, body: str
+) -> dict[str, int]:
+    """A second cast of the same text into the graph the first one wrote.
+
+    `recast_added`: natural identities the second cast adds (the first did not write them);
+    `recast_duplicated`: blank vertices it mints anew although the first wrote the same one
+    (equal property values or an overlapping quote): with no identity they cannot merge.
+    """
+    seen = {_identity(e, schema.entity_type(e.type)) for e in first.entities} - {None}
+    blanks = [e for e in first.entities if _identity(e, schema.entity_type(e.type)) is None]
+    added = duplicated = 0
+    for e in second.entities:
+        identity = _identity(e, schema.entity_type(e.type))
+        if identity is not None:
+            added += identity not in seen
+            continue
+        duplicated += any(
+            b.type == e.type
+            and (
+                (b.properties and b.properties == e.properties)
+                or quotes_overlap(body, b.quote, e.quote)
+            )
+            for b in blanks
+        )
+    return {
+        "recast_vertices": len(second.entities),
+        "recast_added": added,
+        "recast_duplicated": duplicated,
+    }
 
 
 def zero_counts(expected: ExpectedGraph, *, sliced: bool, expected_types: int) -> dict[str, int]:

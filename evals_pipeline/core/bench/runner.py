@@ -22,7 +22,7 @@ from ..ontology import Ontology
 from ..options import ExtractOptions
 from ..runner import ChunkRun, extract_all, run_sync
 from .corpus import BenchCase, BenchCorpus, BenchEpisode
-from .metrics import BENCH_RATES, episode_counts, first_reply, pooled_rates
+from .metrics import BENCH_RATES, episode_counts, first_reply, pooled_rates, recast_counts
 from .slice import slice_schema
 
 
@@ -67,9 +67,14 @@ def run_bench(
                     return ChunkRun(episode, None, str(exc), type(exc).__name__)
                 return runs[0]
 
-        return list(await asyncio.gather(*(one(p[2], p[3]) for p in plan)))
+        firsts = await asyncio.gather(*(one(p[2], p[3]) for p in plan))
+        # A recast case is cast again with a fresh call, after the first cast (as into a graph
+        # the first cast wrote): a cassette serves its second recorded reply (FIFO).
+        seconds = await asyncio.gather(*(one(p[2], p[3]) for p in plan if p[0].recast))
+        return [*firsts, *seconds]
 
-    runs = run_sync(cast_all)
+    all_runs = run_sync(cast_all)
+    runs, second_runs = all_runs[: len(plan)], iter(all_runs[len(plan) :])
     episodes: list[dict[str, Any]] = []
     for (case, ep, _episode, shown, seeds), run in zip(plan, runs, strict=True):
         if run.outcome is not None:
@@ -95,6 +100,16 @@ def run_bench(
                 seeds=seeds,
                 stats=run.stats,
             )
+        if case.recast:
+            second = next(second_runs)
+            if run.outcome is not None and second.outcome is not None:
+                counts.update(
+                    recast_counts(run.outcome.result, second.outcome.result, case.schema, ep.body)
+                )
+            cost = second.outcome.stats if second.outcome is not None else second.stats
+            if cost is not None:
+                counts["tokens"] += cost.input_tokens + cost.output_tokens
+                counts["requests"] += cost.requests
         episodes.append(
             {
                 "case": case.id,

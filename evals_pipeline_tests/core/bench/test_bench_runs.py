@@ -294,3 +294,71 @@ def test_conformance_reads_the_first_reply_and_the_final_attempt_separately(
     assert counts["items_conformant"] == items - 2
     assert counts["final_items_conformant"] == items
     assert counts["entities_tp"] == len(final.entities)
+
+
+class _TwoCasts(OracleExtractor):
+    """The oracle on the first cast of each episode, `second` on the next."""
+
+    def __init__(self, graphs: dict[str, ExtractionResult], second: Perturb) -> None:
+        super().__init__(graphs)
+        self._second = second
+        self._seen: set[str] = set()
+
+    async def extract(self, episode, options):  # type: ignore[no-untyped-def]
+        outcome = await super().extract(episode, options)
+        if episode.name not in self._seen:
+            self._seen.add(episode.name)
+            return outcome
+        return outcome.model_copy(update={"result": self._second(outcome.result)})
+
+
+def test_a_recast_counts_added_identities_and_reminted_blank_vertices(tmp_path: Path) -> None:
+    body = "Train 4711 stopped at Ash after a delay of 12 minutes."
+    vertices = {
+        "ash": {"type": "Station", "name": "Ash", "quote": "Ash"},
+        "t": {
+            "type": "Train",
+            "name": "4711",
+            "quote": "Train 4711",
+            "properties": {"number": "4711"},
+        },
+        "d": {
+            "type": "Delay",
+            "name": "delay",
+            "quote": "a delay of 12 minutes",
+            "properties": {"minutes": 12},
+        },
+    }
+    data = {"ep-1": {"vertices": vertices, "edges": []}}
+    root = write_corpus(
+        tmp_path,
+        expected_yaml=data,
+        episodes=[{"source_id": "ep-1", "body": body}],
+        case={"description": "recast", "schema": ["mini.yaml"], "recast": True},
+    )
+    corpus = load_bench_corpus(root)
+
+    def counts(second: Perturb) -> dict[str, int]:
+        report = run_bench(corpus, _TwoCasts(corpus.expected_results(), second), row_name="x")
+        (episode,) = report["rows"]["x"]["episodes"]
+        assert episode["counts"]["requests"] == 4  # two calls per cast, two casts
+        return dict(episode["counts"])
+
+    same = counts(lambda g: g)
+    # The same cast again: nothing added; the blank Delay is minted anew (it cannot merge).
+    assert (same["recast_vertices"], same["recast_added"], same["recast_duplicated"]) == (3, 0, 1)
+
+    def renamed(g: ExtractionResult) -> ExtractionResult:
+        ents = tuple(
+            e.model_copy(update={"properties": {"number": "4712"}}) if e.type == "Train" else e
+            for e in g.entities
+            if e.type != "Delay"
+        )
+        return g.model_copy(update={"entities": ents})
+
+    other = counts(renamed)
+    assert (other["recast_vertices"], other["recast_added"], other["recast_duplicated"]) == (
+        2,
+        1,
+        0,
+    )
