@@ -19,6 +19,7 @@ from pathlib import Path
 
 from dagster import DagsterInstance, Definitions, materialize
 
+from .assets.bench import bench_key
 from .core.config import EvalsConfig, load_config
 from .graph import build_definitions, default_config_path
 from .partitions import extraction_key
@@ -38,6 +39,8 @@ class MaterializeResult:
     failed_checks: list[str] = field(default_factory=list)
     failed_steps: list[str] = field(default_factory=list)
     report_path: Path | None = None
+    bench_calls: int = 0
+    bench_reports: list[Path] = field(default_factory=list)
 
 
 def default_instance() -> DagsterInstance:
@@ -73,6 +76,8 @@ def _run(
         if "extraction_calls" in meta:
             outcome.extraction_calls += int(meta["extraction_calls"].value)  # type: ignore[arg-type]
             outcome.cache_hits += int(meta["cache_hits"].value)  # type: ignore[arg-type]
+        if "bench_calls" in meta:
+            outcome.bench_calls += int(meta["bench_calls"].value)  # type: ignore[arg-type]
         if "judge_calls" in meta:
             outcome.judge_calls += int(meta["judge_calls"].value)  # type: ignore[arg-type]
             outcome.judge_cache_hits += int(meta["judge_cache_hits"].value)  # type: ignore[arg-type]
@@ -115,9 +120,39 @@ def materialize_all(
         layer = ["reference_comparison", "pairwise_tallies", "report"]
         if not _run(defs, instance, layer, mode, outcome, quiet):
             return outcome
-    if _run(defs, instance, ["mode_matrix_report"], None, outcome, quiet):
-        outcome.report_path = config.output_dir / "mode_matrix.md"
+    if not _run(defs, instance, ["mode_matrix_report"], None, outcome, quiet):
+        return outcome
+    outcome.report_path = config.output_dir / "mode_matrix.md"
+    if not materialize_bench(config, defs, instance, outcome, quiet=quiet):
+        outcome.report_path = None
     return outcome
+
+
+def materialize_bench(
+    config: EvalsConfig,
+    defs: Definitions,
+    instance: DagsterInstance,
+    outcome: MaterializeResult,
+    *,
+    quiet: bool = False,
+) -> bool:
+    """The exact-match bench: per gold corpus, every backend's run, then the bench report."""
+    for gold in sorted(config.bench.corpora):
+        if not _run(defs, instance, ["gold_corpus"], gold, outcome, quiet):
+            return False
+        for backend in sorted(config.bench_backends):
+            key = str(bench_key(backend, gold))
+            if not _run(defs, instance, ["bench_runs"], key, outcome, quiet):
+                return False
+        if not _run(defs, instance, ["bench_report"], gold, outcome, quiet):
+            return False
+        outcome.bench_reports.extend(_latest_bench_report(config.bench.output_dir / gold))
+    return True
+
+
+def _latest_bench_report(folder: Path) -> list[Path]:
+    stamps = sorted(folder.glob("*.md"))
+    return stamps[-1:]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -130,7 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"{outcome.runs} runs; {outcome.extraction_calls} extraction calls, "
         f"{outcome.cache_hits} answered from the extraction cache; {outcome.judge_calls} judge "
-        f"calls, {outcome.judge_cache_hits} answered from the judge cache",
+        f"calls, {outcome.judge_cache_hits} answered from the judge cache; "
+        f"{outcome.bench_calls} bench calls",
         file=sys.stderr,
     )
     for line in outcome.failed_checks:
@@ -142,6 +178,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     for mode in config.active_modes:
         print(f"report ({mode}): {config.output_dir / mode / 'report.md'}")
+    for path in outcome.bench_reports:
+        print(f"bench report ({path.parent.name}): {path}")
     print(f"report: {outcome.report_path}")
     return 0
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from dagster import ConfigurableResource, EnvVar
 
+from .core.bench.gold import GoldCorpus, load_gold
 from .core.cassettes.cache import CachingExtractor, backend_fingerprint, cache_path
 from .core.cassettes.record import RecordingExtractor
 from .core.config import EvalsConfig
@@ -42,6 +43,11 @@ def _ontology(path: str | None) -> Ontology | None:
 @functools.lru_cache(maxsize=8)
 def _corpus(path: str, ontology: str | None, limit: int | None) -> ProseCorpus:
     return load_prose_corpus(Path(path), _ontology(ontology)).scoped(limit)
+
+
+@functools.lru_cache(maxsize=8)
+def _gold(name: str, path: str, split: str) -> GoldCorpus:
+    return load_gold(name, Path(path), split)  # type: ignore[arg-type]
 
 
 class EvalsResource(ConfigurableResource):
@@ -107,6 +113,27 @@ class EvalsResource(ConfigurableResource):
             model=judge.model,
             concurrency=self.config.concurrency,
         )
+
+    def gold(self, name: str) -> GoldCorpus:
+        """A bench gold corpus named in the project file's `bench.corpora`."""
+        bench = self.config.bench
+        return _gold(name, str(bench.corpora[name]), bench.split)
+
+    def bench_extractor(self, backend: str, gold: GoldCorpus) -> Extractor:
+        """The backend for a bench run: the oracle replies with `gold`'s graphs.
+
+        No extraction cache: a recast case needs a fresh second call, and Dagster keeps each
+        bench partition's result, so re-materialising downstream makes no call anyway.
+        """
+        config = self.config
+        inner: Extractor = build_extractor(
+            config.bench_specs[backend],
+            expected=gold.expected_graphs(),
+            anthropic_api_key=self.anthropic_api_key,
+            unique_keys=False,  # recast cases repeat a call: identical keys come back FIFO
+        )
+        record_to = config.bench.record_cassette.get(backend)
+        return RecordingExtractor(inner, record_to) if record_to is not None else inner
 
     def extractor(self, backend: str) -> CachingExtractor:
         """The backend's extractor behind the extraction cache (and a recorder if configured).

@@ -29,6 +29,28 @@ class JudgeConfig(BaseModel):
     cache: Path = Path("judge_cache.jsonl")
 
 
+class BenchConfig(BaseModel):
+    """The exact-match bench: gold corpora by name (a cases folder or a WebNLG .jsonl file).
+
+With no `corpora` the run has no bench assets (`evals-pipeline bench` defaults to
+`cases: corpus/cases`).
+
+    `backends` default to the run's backends. The bench has cassettes of its own: its recast
+    cases repeat a call on purpose, so its cassettes hold identical keys (served FIFO), which
+    the prose pipeline's one-answer-per-call guard rightly rejects.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    backends: dict[str, str] | None = None
+    record_cassette: dict[str, Path] = Field(default_factory=dict)
+
+    corpora: dict[str, Path] = Field(default_factory=dict)  # none: the run has no bench
+    split: Literal["all", "dev", "test"] = "all"
+    ontology_mode: OntologyMode = "strict"
+    output_dir: Path = Path("bench-results")
+
+
 class EvalsConfig(BaseModel):
     """A whole eval run. `scope` is a chunk count (first N in corpus order) or "all"."""
 
@@ -48,6 +70,7 @@ class EvalsConfig(BaseModel):
     max_tokens_edges: int = Field(default=DEFAULT_MAX_TOKENS_EDGES, ge=1)
     prices: Path | None = None
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
+    bench: BenchConfig = Field(default_factory=BenchConfig)
 
     @field_validator("scope")
     @classmethod
@@ -71,6 +94,14 @@ class EvalsConfig(BaseModel):
     def specs(self) -> dict[str, BackendSpec]:
         return {name: parse_backend_spec(spec) for name, spec in self.backends.items()}
 
+    @property
+    def bench_backends(self) -> dict[str, str]:
+        return self.bench.backends if self.bench.backends is not None else self.backends
+
+    @property
+    def bench_specs(self) -> dict[str, BackendSpec]:
+        return {name: parse_backend_spec(spec) for name, spec in self.bench_backends.items()}
+
     def check(self, source: Path | str) -> EvalsConfig:
         """Cross-field rules, each failure naming the field it is about."""
         for name, spec in self.backends.items():
@@ -89,6 +120,18 @@ class EvalsConfig(BaseModel):
                 raise InputFileError(
                     source, f"no backend named {name!r}", field=f"record_cassette.{name}"
                 )
+        for name, spec in (self.bench.backends or {}).items():
+            try:
+                parse_named_backend(f"{name}={spec}")
+            except BackendSpecError as exc:
+                raise InputFileError(source, exc.problem, field=f"bench.backends.{name}") from None
+        for name in self.bench.record_cassette:
+            if name not in self.bench_backends:
+                raise InputFileError(
+                    source,
+                    f"no bench backend named {name!r}",
+                    field=f"bench.record_cassette.{name}",
+                )
         if self.ontology is None and any(m != "freeform" for m in self.active_modes):
             raise InputFileError(source, "open and strict modes need an ontology", field="modes")
         if self.modes is not None and len(set(self.modes)) != len(self.modes):
@@ -101,14 +144,15 @@ class EvalsConfig(BaseModel):
         def fix(path: Path) -> Path:
             return path if path.is_absolute() else (base / path).resolve()
 
-        backends = {}
-        for name, spec in self.backends.items():
+        def fix_spec(spec: str) -> str:
             parsed = parse_backend_spec(spec)
             if parsed.kind in ("cassette", "oai-uds"):
                 path = fix(Path(parsed.params["path"]))
                 rest = [f"{k}={v}" for k, v in parsed.params.items() if k != "path"]
                 spec = f"{parsed.kind}:" + ",".join([f"path={path}", *rest])
-            backends[name] = spec
+            return spec
+
+        backends = {name: fix_spec(spec) for name, spec in self.backends.items()}
         return self.model_copy(
             update={
                 "backends": backends,
@@ -119,6 +163,20 @@ class EvalsConfig(BaseModel):
                 "cache_dir": fix(self.cache_dir),
                 "prices": fix(self.prices) if self.prices else None,
                 "judge": self.judge.model_copy(update={"cache": fix(self.judge.cache)}),
+                "bench": self.bench.model_copy(
+                    update={
+                        "backends": (
+                            None
+                            if self.bench.backends is None
+                            else {k: fix_spec(v) for k, v in self.bench.backends.items()}
+                        ),
+                        "record_cassette": {
+                            k: fix(v) for k, v in self.bench.record_cassette.items()
+                        },
+                        "corpora": {k: fix(v) for k, v in self.bench.corpora.items()},
+                        "output_dir": fix(self.bench.output_dir),
+                    }
+                ),
             }
         )
 

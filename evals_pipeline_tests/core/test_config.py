@@ -22,6 +22,10 @@ def test_the_shipped_config_loads_and_resolves_paths() -> None:
     assert config.corpus.is_absolute() and config.corpus.exists()
     assert config.specs["rules"].cassette_path == REPO / "corpus" / "cassettes" / "rules.jsonl"
     assert config.limit == 50
+    assert config.bench.corpora == {"cases": REPO / "corpus" / "cases"}
+    bench_rules = config.bench_specs["rules"].cassette_path
+    assert bench_rules == REPO / "corpus" / "cassettes" / "bench-rules.jsonl"
+    assert bench_rules.exists() and config.bench.output_dir == REPO / "bench-results"
 
 
 def test_relative_paths_resolve_against_the_file(tmp_path: Path) -> None:
@@ -36,6 +40,17 @@ def test_relative_paths_resolve_against_the_file(tmp_path: Path) -> None:
     ("text", "field", "problem"),
     [
         ("backends: {a: antropic}\nreference: a\n", "backends.a", "unknown backend kind"),
+        (
+            "backends: {a: oracle}\nreference: a\nbench: {backends: {x: 'casette:path=p'}}\n",
+            "bench.backends.x",
+            "unknown backend kind",
+        ),
+        (
+            "backends: {a: oracle}\nreference: a\nbench: {record_cassette: {y: r.jsonl}}\n",
+            "bench.record_cassette.y",
+            "no bench backend",
+        ),
+        ("backends: {a: oracle}\nreference: a\nbench: {split: tset}\n", "bench.split", "'dev'"),
         ("backends: {a: oracle}\nreference: b\n", "reference", "not one of the backends"),
         ("backends: {a: oracle}\nreference: a\nscope: 0\n", "scope", "positive"),
         ("backends: {a: oracle}\nreference: a\nmodes: [strict]\n", "modes", "need an ontology"),

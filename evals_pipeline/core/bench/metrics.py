@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 
 from ..compare import RATES
 from ..models import CallStats, Edge, Entity, ExtractionOutcome, ExtractionResult
-from ..parsing import EdgesReply, EntitiesReply, parse_structured
 from ..ontology import EntityType, Ontology, PropertyType
+from ..parsing import EdgesReply, EntitiesReply, parse_structured
 from .corpus import EdgeRef, ExpectedGraph, Vertex, is_mention
 from .values import canonical, normalise_text, states
 
@@ -219,7 +219,7 @@ def _identity(e: Entity, et: EntityType | None) -> tuple[object, ...] | None:
         return None
     props = _props(et)
     if all(k in e.properties for k in et.identity):
-        return ("key", e.type, *(canonical(e.properties[k], props[k]) for k in et.identity))  # type: ignore[arg-type]
+        return ("key", e.type, *(canonical(e.properties[k], props[k]) for k in et.identity))
     return ("name", e.type, normalise_text(e.name))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -67,14 +68,18 @@ def run_bench(
                     return ChunkRun(episode, None, str(exc), type(exc).__name__)
                 return runs[0]
 
-        firsts = await asyncio.gather(*(one(p[2], p[3]) for p in plan))
-        # A recast case is cast again with a fresh call, after the first cast (as into a graph
-        # the first cast wrote): a cassette serves its second recorded reply (FIFO).
-        seconds = await asyncio.gather(*(one(p[2], p[3]) for p in plan if p[0].recast))
+        try:
+            firsts = await asyncio.gather(*(one(p[2], p[3]) for p in plan))
+            # A recast case is cast again with a fresh call, after the first cast (as into a
+            # graph the first cast wrote): a cassette serves its second recorded reply (FIFO).
+            seconds = await asyncio.gather(*(one(p[2], p[3]) for p in plan if p[0].recast))
+        finally:
+            await extractor.aclose()  # this loop's clients; a later run opens its own
         return [*firsts, *seconds]
 
     all_runs = run_sync(cast_all)
     runs, second_runs = all_runs[: len(plan)], iter(all_runs[len(plan) :])
+    usage = usage_totals(all_runs)
     episodes: list[dict[str, Any]] = []
     for (case, ep, _episode, shown, seeds), run in zip(plan, runs, strict=True):
         if run.outcome is not None:
@@ -134,11 +139,37 @@ def run_bench(
                 "provider": extractor.provider,
                 "model": extractor.model,
                 "episodes": episodes,
+                "usage": usage,
                 "rates": pooled_rates([e["counts"] for e in episodes]),
                 "cases": {c: pooled_rates(v) for c, v in sorted(by_case.items())},
             }
         },
     }
+
+
+def usage_totals(runs: Sequence[ChunkRun]) -> dict[str, int]:
+    """Input and output tokens over every call of a row (what a price applies to)."""
+    totals = {"input_tokens": 0, "output_tokens": 0}
+    for run in runs:
+        stats = run.outcome.stats if run.outcome is not None else run.stats
+        if stats is not None:
+            totals["input_tokens"] += stats.input_tokens
+            totals["output_tokens"] += stats.output_tokens
+    return totals
+
+
+def row_cost(
+    row: Mapping[str, Any], prices: Mapping[str, Mapping[str, float]] | None
+) -> float | None:
+    """USD for a row's tokens when a prices file names its model; None otherwise."""
+    model = row.get("model")
+    if prices is None or not isinstance(model, str) or model not in prices or "usage" not in row:
+        return None
+    price, usage = prices[model], row["usage"]
+    return (
+        usage["input_tokens"] * float(price["input_per_1m"])
+        + usage["output_tokens"] * float(price["output_per_1m"])
+    ) / 1e6
 
 
 def merge_rows(*reports: dict[str, Any]) -> dict[str, Any]:
@@ -169,6 +200,11 @@ def render_markdown(report: dict[str, Any]) -> str:
     for rate in rates:
         cells = [_fmt(rows[r]["rates"].get(rate)) for r in rows]
         lines.append(f"| {rate} | " + " | ".join(cells) + " |")
+    if any("cost_usd" in row for row in rows.values()):
+        cells = [
+            "—" if rows[r].get("cost_usd") is None else f"{rows[r]['cost_usd']:.4f}" for r in rows
+        ]
+        lines.append("| cost (USD) | " + " | ".join(cells) + " |")
     for name, row in rows.items():
         failed = [e for e in row["episodes"] if e["status"] != "ok"]
         lines += ["", f"## {name}: {len(row['episodes'])} episodes, {len(failed)} errors"]
@@ -177,7 +213,11 @@ def render_markdown(report: dict[str, Any]) -> str:
 
 
 def write_run(
-    report: dict[str, Any], out_dir: Path | str, *, now: datetime | None = None
+    report: dict[str, Any],
+    out_dir: Path | str,
+    *,
+    now: datetime | None = None,
+    render: Callable[[dict[str, Any]], str] | None = None,
 ) -> tuple[Path, Path]:
     """Write `<stamp>.json` and `<stamp>.md` (stamp: UTC time to the second)."""
     out = Path(out_dir)
@@ -185,5 +225,5 @@ def write_run(
     stamp = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
     json_path, md_path = out / f"{stamp}.json", out / f"{stamp}.md"
     json_path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    md_path.write_text(render_markdown(report), encoding="utf-8")
+    md_path.write_text((render or render_markdown)(report), encoding="utf-8")
     return json_path, md_path

@@ -103,9 +103,11 @@ def build_extractor(
     anthropic_api_key: str | None = None,
     timeout_s: float = 120.0,
     max_retries: int = 2,
+    unique_keys: bool = True,
 ) -> Extractor:
     """Resolve a spec to an extractor. Cassette backends load with unique keys (one answer per
-    call), so a duplicate-keyed cassette fails here, before any extraction."""
+    call), so a duplicate-keyed cassette fails here, before any extraction; `unique_keys=False`
+    serves identical keys FIFO instead (the bench's recast cases repeat a call on purpose)."""
     if spec.kind == "anthropic":
         from .anthropic import DEFAULT_MODEL, AnthropicTransport
 
@@ -135,7 +137,7 @@ def build_extractor(
     if spec.kind == "cassette":
         from ..cassettes.replay import ReplayingExtractor
 
-        return ReplayingExtractor.from_path(spec.params["path"], unique=True)
+        return ReplayingExtractor.from_path(spec.params["path"], unique=unique_keys)
     from .oracle import OracleExtractor
 
     return OracleExtractor(expected or {})

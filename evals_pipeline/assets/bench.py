@@ -1,0 +1,196 @@
+"""The exact-match bench: every backend scored against gold corpora, not against a reference.
+
+`gold_corpus` (one partition per corpus named in `bench.corpora`) → `bench_runs` (gold corpus ×
+backend: one row of counts per episode) → `bench_report` per gold corpus, which writes
+`<stamp>.json` and `<stamp>.md` under `bench.output_dir/<corpus>/` for `evals-pipeline compare`.
+The blocking `oracle_ceiling` check fails the report when an oracle row is not perfect: the gold
+is then unscorable through our own prompting and parsing, and no model row means anything.
+"""
+
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+from dagster import (
+    AllPartitionMapping,
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    AssetIn,
+    AssetsDefinition,
+    BetaWarning,
+    DimensionPartitionMapping,
+    IdentityPartitionMapping,
+    MetadataValue,
+    MultiPartitionKey,
+    MultiPartitionMapping,
+    MultiPartitionsDefinition,
+    MultiToSingleDimensionPartitionMapping,
+    Output,
+    StaticPartitionsDefinition,
+    asset,
+)
+
+from ..core.bench.gold import render_gold_markdown, run_gold
+from ..core.bench.runner import merge_rows, row_cost, write_run
+from ..core.config import EvalsConfig
+from ..resources import EvalsResource
+from .extraction import LLM_POOL
+from .reports import fan_in
+
+GOLD = "gold_corpus"
+BACKEND = "backend"
+ORACLE_CHECK = "oracle_ceiling"
+# The rates a perfect extractor must reach on each kind of gold corpus.
+CEILING = {
+    "cases": ("entity_f1", "edge_f1", "property_f1", "direction", "conformance", "mention"),
+    "webnlg": ("triple_f1",),
+}
+
+with warnings.catch_warnings():  # beta in Dagster 1.13, and exactly the mapping we mean
+    warnings.simplefilter("ignore", BetaWarning)
+    BY_GOLD = MultiToSingleDimensionPartitionMapping(partition_dimension_name=GOLD)
+    ALL_BACKENDS_SAME_GOLD = MultiPartitionMapping(
+        {
+            BACKEND: DimensionPartitionMapping(BACKEND, AllPartitionMapping()),
+            GOLD: DimensionPartitionMapping(GOLD, IdentityPartitionMapping()),
+        }
+    )
+
+
+def gold_partitions(config: EvalsConfig) -> StaticPartitionsDefinition:
+    return StaticPartitionsDefinition(sorted(config.bench.corpora))
+
+
+def bench_partitions(config: EvalsConfig) -> MultiPartitionsDefinition:
+    return MultiPartitionsDefinition(
+        {
+            BACKEND: StaticPartitionsDefinition(sorted(config.bench_backends)),
+            GOLD: gold_partitions(config),
+        }
+    )
+
+
+def bench_key(backend: str, gold: str) -> MultiPartitionKey:
+    return MultiPartitionKey({BACKEND: backend, GOLD: gold})
+
+
+def _split(key: str) -> tuple[str, str]:
+    """(backend, gold corpus) of a bench partition key (dimensions join alphabetically)."""
+    if isinstance(key, MultiPartitionKey):
+        dims = key.keys_by_dimension
+        return dims[BACKEND], dims[GOLD]
+    backend, gold = key.split("|")
+    return backend, gold
+
+
+def oracle_shortfalls(report: dict[str, Any], oracle_rows: list[str]) -> list[str]:
+    """Every ceiling rate an oracle row misses, as `row rate=value`."""
+    kind = report.get("kind", "cases")
+    out = []
+    for row in oracle_rows:
+        rates = report["rows"][row]["rates"]
+        out += [
+            f"{row} {rate}={rates[rate]}"
+            for rate in CEILING[kind]
+            if rates.get(rate) is not None and rates[rate] != 1.0
+        ]
+    return out
+
+
+def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:
+    if not config.bench.corpora:
+        return []
+    golds = gold_partitions(config)
+    runs = bench_partitions(config)
+
+    @asset(partitions_def=golds, io_manager_key="json_io", group_name="bench")
+    def gold_corpus(context: AssetExecutionContext, evals: EvalsResource) -> Output[dict]:
+        """A gold corpus, loaded and checked: quotes verbatim, values coerced, handles known."""
+        gold = evals.gold(context.partition_key)
+        summary = gold.summary()
+        return Output(
+            summary,
+            metadata={
+                "episodes": gold.episode_count,
+                "digest": gold.digest,
+                "kind": gold.kind,
+                "path": MetadataValue.path(str(gold.path)),
+            },
+        )
+
+    @asset(
+        partitions_def=runs,
+        io_manager_key="json_io",
+        group_name="bench",
+        pool=LLM_POOL,
+        ins={"gold_corpus": AssetIn(partition_mapping=BY_GOLD)},
+    )
+    def bench_runs(
+        context: AssetExecutionContext, evals: EvalsResource, gold_corpus: dict[str, Any]
+    ) -> Output[dict]:
+        """One backend cast over one gold corpus: counts per episode, pooled rates."""
+        backend, name = _split(context.partition_key)
+        gold = evals.gold(name)
+        report = run_gold(
+            gold,
+            evals.bench_extractor(backend, gold),
+            row_name=backend,
+            ontology_mode=evals.config.bench.ontology_mode,
+            concurrency=evals.config.concurrency,
+        )
+        row = report["rows"][backend]
+        row["spec"] = evals.config.bench_backends[backend]
+        row["cost_usd"] = row_cost(row, evals.prices())
+        episodes = row["episodes"]
+        metadata: dict[str, Any] = {
+            k: float(v) for k, v in row["rates"].items() if isinstance(v, int | float)
+        }
+        metadata |= {
+            "episodes": len(episodes),
+            "errors": sum(e["status"] != "ok" for e in episodes),
+            "bench_calls": sum(int(e["counts"].get("requests", 0)) for e in episodes),
+            "spec": row["spec"],
+        }
+        return Output(report, metadata=metadata)
+
+    @asset(
+        partitions_def=golds,
+        io_manager_key="json_io",
+        group_name="bench",
+        ins={"bench_runs": AssetIn(partition_mapping=BY_GOLD)},
+        check_specs=[AssetCheckSpec(ORACLE_CHECK, asset="bench_report", blocking=True)],
+    )
+    def bench_report(
+        context: AssetExecutionContext, evals: EvalsResource, bench_runs: Any
+    ) -> Iterator[Any]:
+        """Every backend's row over one gold corpus, written as `<stamp>.json` and `.md`."""
+        name = context.partition_key
+        by_backend = {_split(k)[0]: v for k, v in fan_in(context, "bench_runs", bench_runs).items()}
+        report = merge_rows(*(by_backend[b] for b in sorted(by_backend)))
+        out_dir = evals.config.bench.output_dir / name
+        json_path, md_path = write_run(report, out_dir, render=render_gold_markdown)
+        markdown = md_path.read_text(encoding="utf-8")
+        metadata: dict[str, Any] = {
+            f"{row}/{rate}": float(value)
+            for row, data in report["rows"].items()
+            for rate, value in data["rates"].items()
+            if isinstance(value, int | float)
+        }
+        metadata |= {
+            "publishable": bool(report.get("publishable")),
+            "report_json": MetadataValue.path(str(json_path)),
+            "report": MetadataValue.md(markdown),
+        }
+        yield Output(report, metadata=metadata)
+        oracles = [b for b, spec in evals.config.bench_specs.items() if spec.kind == "oracle"]
+        missed = oracle_shortfalls(report, [b for b in oracles if b in report["rows"]])
+        yield AssetCheckResult(
+            check_name=ORACLE_CHECK,
+            passed=not missed,
+            severity=AssetCheckSeverity.ERROR,
+            description="; ".join(missed) or f"oracle rows perfect: {', '.join(oracles) or 'none'}",
+        )
+
+    return [gold_corpus, bench_runs, bench_report]

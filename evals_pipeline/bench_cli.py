@@ -1,0 +1,120 @@
+"""`evals-pipeline bench`: score backends against gold corpora, exactly; no model judges.
+
+    evals-pipeline bench                                   # the oracle row only; free
+    evals-pipeline bench --backend local=oai-http:url=...  # plus a row per --backend
+    evals-pipeline bench --split test --backend a=... --backend b=...
+    evals-pipeline bench --backend a=cassette:path=a.jsonl # replay: makes no request
+    evals-pipeline bench --gold webnlg=../shared/data/webnlg/dev.jsonl
+
+It materialises the same `gold_corpus` → `bench_runs` → `bench_report` assets as `dagster dev`,
+in-process. Each run writes `<stamp>.json` and `<stamp>.md` under `--out/<gold corpus>/`; read
+two runs with `evals-pipeline compare A.json B.json`. Exit codes: 0 success, 1 a failed check
+or step (e.g. an oracle row that is not perfect), 2 usage or input error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .core.bench.gold import load_gold
+from .core.config import BenchConfig, EvalsConfig
+from .core.errors import EvalsError
+from .core.extractors.specs import parse_named_backend
+from .core.models import ONTOLOGY_MODES
+
+ORACLE = "oracle"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="evals-pipeline bench", description=__doc__.split("\n")[0])
+    p.add_argument("--backend", action="append", default=[], metavar="NAME=SPEC")
+    p.add_argument(
+        "--gold",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="a cases folder or a WebNLG .jsonl file (default cases=corpus/cases)",
+    )
+    p.add_argument("--split", choices=["all", "dev", "test"], default="all")
+    p.add_argument("--ontology-mode", choices=list(ONTOLOGY_MODES), default="strict")
+    p.add_argument("--out", type=Path, default=Path("bench-results"))
+    p.add_argument("--cache-dir", type=Path, default=Path(".evals_cache"))
+    p.add_argument("--concurrency", type=int, default=8)
+    p.add_argument("--prices", type=Path, help='JSON {"<model>": {"input_per_1m": …, …}}')
+    p.add_argument("--record-cassette", action="append", default=[], metavar="NAME=PATH")
+    p.add_argument("--verbose", action="store_true", help="print Dagster's event log")
+    return p
+
+
+def bench_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> EvalsConfig:
+    backends = {ORACLE: ORACLE}
+    for item in args.backend:
+        name, spec = parse_named_backend(item)
+        if name in backends:
+            parser.error(f"--backend {name} given twice (the oracle row is always there)")
+        backends[name] = spec.raw
+    corpora: dict[str, Path] = {}
+    for item in args.gold:
+        name, eq, path = item.partition("=")
+        if not eq or not name or not path:
+            parser.error(f"--gold expects NAME=PATH, got {item!r}")
+        corpora[name] = Path(path)
+    record: dict[str, Path] = {}
+    for item in args.record_cassette:
+        name, eq, path = item.partition("=")
+        if not eq or not path:
+            parser.error(f"--record-cassette expects NAME=PATH, got {item!r}")
+        record[name] = Path(path)
+    config = EvalsConfig(
+        backends=backends,
+        reference=ORACLE,
+        cache_dir=args.cache_dir,
+        concurrency=args.concurrency,
+        prices=args.prices,
+        bench=BenchConfig(
+            backends=backends,
+            record_cassette=record,
+            corpora=corpora or {"cases": Path("corpus/cases")},
+            split=args.split,
+            ontology_mode=args.ontology_mode,
+            output_dir=args.out,
+        ),
+    )
+    return config.check("evals-pipeline bench").resolved_against(Path.cwd())
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    from dagster import DagsterInstance
+
+    from .graph import build_definitions
+    from .materialize import MaterializeResult, materialize_bench
+
+    try:
+        config = bench_config(args, parser)
+        for name, path in config.bench.corpora.items():  # bad gold is a usage error, up front
+            load_gold(name, path, config.bench.split)
+        outcome = MaterializeResult()
+        ok = materialize_bench(
+            config,
+            build_definitions(config),
+            DagsterInstance.ephemeral(),
+            outcome,
+            quiet=not args.verbose,
+        )
+    except EvalsError as exc:
+        print(f"evals-pipeline bench: error: {exc}", file=sys.stderr)
+        return 2
+    for line in outcome.failed_checks:
+        print(f"FAILED CHECK {line}", file=sys.stderr)
+    for line in outcome.failed_steps:
+        print(f"FAILED STEP {line}", file=sys.stderr)
+    print(f"{outcome.bench_calls} bench calls", file=sys.stderr)
+    for path in outcome.bench_reports:
+        print(f"bench report ({path.parent.name}): {path}")
+        print(f"bench JSON: {path.with_suffix('.json')}")
+    return 0 if ok and outcome.success else 1

@@ -1,0 +1,243 @@
+"""Gold corpora a bench run scores against: our exact-match cases, or a WebNLG file.
+
+Both are ground truth written by people, unlike the prose corpus's reference backend: the cases
+by this project (each isolating one failure mode), WebNLG by others (see
+`shared/data/webnlg/README.md`), which guards against a bias we share with our own labels. A
+folder is a cases corpus (`corpus/cases` layout); a `.jsonl` file is a WebNLG file, with its
+per-category ontologies in the `ontologies/` folder beside it.
+
+A WebNLG run casts each text under its category's ontology and scores triples exactly, after the
+WebNLG 2020 scorer's normalisation, aligned one-to-one (`core.scoring.webnlg`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ..errors import InputFileError
+from ..extractors.base import Extractor
+from ..models import ExtractionResult, OntologyMode
+from ..ontology import Ontology
+from ..options import ExtractOptions
+from ..runner import ChunkRun, extract_all, run_sync
+from ..scoring.webnlg import score_corpus, score_triples
+from ..webnlg import WebNLGCorpus, category_of, load_webnlg, load_webnlg_ontology
+from .corpus import BenchCorpus, load_bench_corpus
+from .runner import render_markdown, run_bench, usage_totals
+
+GoldKind = Literal["cases", "webnlg"]
+GoldSplit = Literal["all", "dev", "test"]
+
+
+@dataclass(frozen=True)
+class GoldCorpus:
+    """A loaded gold corpus under the name the project file gives it."""
+
+    name: str
+    kind: GoldKind
+    path: Path
+    cases: BenchCorpus | None = None
+    webnlg: WebNLGCorpus | None = None
+    ontologies: Mapping[str, Ontology] | None = None  # WebNLG: category -> ontology
+
+    @property
+    def digest(self) -> str:
+        source = self.cases or self.webnlg
+        assert source is not None
+        return source.digest
+
+    @property
+    def episode_count(self) -> int:
+        if self.cases is not None:
+            return sum(len(c.episodes) for c in self.cases.cases)
+        assert self.webnlg is not None
+        return len(self.webnlg.chunks)
+
+    def expected_graphs(self) -> dict[str, ExtractionResult]:
+        """Episode name -> gold graph: what the oracle backend replies with."""
+        if self.cases is not None:
+            return self.cases.expected_results()
+        assert self.webnlg is not None
+        return self.webnlg.expected_graphs()
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name,
+            "kind": self.kind,
+            "path": str(self.path),
+            "digest": self.digest,
+            "episodes": self.episode_count,
+        }
+        if self.cases is not None:
+            out |= {
+                "version": self.cases.version,
+                "split": self.cases.split or "all",
+                "cases": len(self.cases.cases),
+                "publishable": self.cases.split == "test" and not self.cases.modified,
+            }
+        else:
+            assert self.webnlg is not None
+            out["categories"] = list(self.webnlg.categories)
+        return out
+
+
+def load_gold(name: str, path: Path | str, split: GoldSplit = "all") -> GoldCorpus:
+    """A folder loads as exact-match cases (honouring `split`), a file as WebNLG."""
+    path = Path(path)
+    if path.is_dir():
+        cases = load_bench_corpus(path, split=None if split == "all" else split)
+        return GoldCorpus(name=name, kind="cases", path=path, cases=cases)
+    if not path.exists():
+        raise InputFileError(path, f"gold corpus {name!r}: no such file or folder")
+    if split != "all":
+        raise InputFileError(path, f"gold corpus {name!r}: a WebNLG file has no {split} split")
+    corpus = load_webnlg(path)
+    folder = path.parent / "ontologies"
+    ontologies: dict[str, Ontology] = {}
+    for category in corpus.categories:
+        file = folder / f"{category}.yaml"
+        if not file.is_file():
+            raise InputFileError(file, f"no ontology for WebNLG category {category!r}")
+        ontologies[category] = load_webnlg_ontology(file)
+    return GoldCorpus(name=name, kind="webnlg", path=path, webnlg=corpus, ontologies=ontologies)
+
+
+def run_gold(
+    gold: GoldCorpus,
+    extractor: Extractor,
+    *,
+    row_name: str,
+    ontology_mode: OntologyMode = "strict",
+    concurrency: int = 8,
+) -> dict[str, Any]:
+    """One row of a bench run over `gold`: the report `write_gold_run` writes."""
+    if gold.cases is not None:
+        report = run_bench(
+            gold.cases,
+            extractor,
+            row_name=row_name,
+            ontology_mode=ontology_mode,
+            concurrency=concurrency,
+        )
+        return {"kind": "cases", "gold": gold.name, **report}
+    return run_webnlg(
+        gold, extractor, row_name=row_name, ontology_mode=ontology_mode, concurrency=concurrency
+    )
+
+
+def run_webnlg(
+    gold: GoldCorpus,
+    extractor: Extractor,
+    *,
+    row_name: str,
+    ontology_mode: OntologyMode = "strict",
+    concurrency: int = 8,
+) -> dict[str, Any]:
+    """Cast every WebNLG text under its category's ontology; exact triple P/R/F1."""
+    assert gold.webnlg is not None and gold.ontologies is not None
+    groups = gold.webnlg.by_category()
+
+    async def cast_all() -> list[list[ChunkRun]]:
+        # Category by category (each its own ontology), each concurrent up to the limit.
+        out = []
+        try:
+            for name, chunks in groups.items():
+                options = ExtractOptions.for_mode(ontology_mode, gold.ontologies[name])  # type: ignore[index]
+                out.append(
+                    await extract_all(
+                        extractor,
+                        [c.episode for c in chunks],
+                        options,
+                        concurrency=concurrency,
+                        tolerate_misses=True,
+                    )
+                )
+        finally:
+            await extractor.aclose()  # this loop's clients; a later run opens its own
+        return out
+
+    runs = [run for batch in run_sync(cast_all) for run in batch]
+    gold_graphs = gold.webnlg.expected_graphs()
+    predictions = {r.episode.name: (r.outcome.result if r.outcome else None) for r in runs}
+    episodes: list[dict[str, Any]] = []
+    for chunk, run in zip((c for group in groups.values() for c in group), runs, strict=True):
+        name = chunk.episode.name
+        tp, fp, fn = score_triples(
+            run.outcome.result.edges if run.outcome else (), gold_graphs[name].edges
+        )
+        stats = run.outcome.stats if run.outcome else run.stats
+        episodes.append(
+            {
+                "case": f"webnlg/{category_of(chunk)}",
+                "source_id": name,
+                "status": "ok" if run.ok else "error",
+                **({} if run.ok else {"error": run.error or ""}),
+                "counts": {
+                    "triples_tp": tp,
+                    "triples_produced": tp + fp,
+                    "triples_expected": tp + fn,
+                    "tokens": (stats.input_tokens + stats.output_tokens) if stats else 0,
+                    "requests": stats.requests if stats else 0,
+                },
+            }
+        )
+    overall = score_corpus(predictions, gold_graphs)
+    categories = {
+        c: score_corpus(
+            {ch.episode.name: predictions.get(ch.episode.name) for ch in chunks},
+            {ch.episode.name: gold_graphs[ch.episode.name] for ch in chunks},
+        )
+        for c, chunks in groups.items()
+    }
+    rates = {k: overall[k] for k in ("precision", "recall", "f1")}
+    return {
+        "kind": "webnlg",
+        "gold": gold.name,
+        "corpus_digest": gold.digest,
+        "split": "all",
+        "publishable": False,
+        "ontology_mode": ontology_mode,
+        "rows": {
+            row_name: {
+                "provider": extractor.provider,
+                "model": extractor.model,
+                "episodes": episodes,
+                "usage": usage_totals(runs),
+                "rates": {f"triple_{k}": v for k, v in rates.items()},
+                "counts": {k: overall[k] for k in ("tp", "fp", "fn")},
+                "categories": {
+                    c: {k: s[k] for k in ("precision", "recall", "f1")}
+                    for c, s in categories.items()
+                },
+            }
+        },
+    }
+
+
+def render_gold_markdown(report: Mapping[str, Any]) -> str:
+    """The Markdown of a bench run: the exact-match table, or WebNLG's triple table."""
+    if report.get("kind", "cases") == "cases":
+        return render_markdown(dict(report))
+    rows = report["rows"]
+    lines = [
+        f"# WebNLG triples: {report['gold']}",
+        "",
+        f"- file digest `{report['corpus_digest'][:12]}`, ontology mode "
+        f"{report['ontology_mode']}; exact triple match after the WebNLG 2020 normalisation, "
+        "aligned one-to-one",
+        "- **not publishable**: this is the WebNLG dev file, a public dev set",
+        "",
+        "| row | precision | recall | F1 | tp | fp | fn | errors |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, row in rows.items():
+        r, c = row["rates"], row["counts"]
+        errors = sum(e["status"] != "ok" for e in row["episodes"])
+        lines.append(
+            f"| {name} | {r['triple_precision']:.3f} | {r['triple_recall']:.3f} | "
+            f"{r['triple_f1']:.3f} | {c['tp']} | {c['fp']} | {c['fn']} | {errors} |"
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,149 @@
+"""The bench assets in-process, and `evals-pipeline bench` / `compare` through the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from dagster import DagsterInstance, materialize
+
+from evals_pipeline.assets.bench import bench_key, oracle_shortfalls
+from evals_pipeline.cli import main as cli_main
+from evals_pipeline.core.config import BenchConfig
+from evals_pipeline.graph import build_definitions
+from evals_pipeline.materialize import MaterializeResult, materialize_bench
+
+from .pipeline_fixtures import REPO, make_config
+
+CASES = REPO / "corpus" / "cases"
+BENCH_RULES = REPO / "corpus" / "cassettes" / "bench-rules.jsonl"
+BENCH_SLOPPY = REPO / "corpus" / "cassettes" / "bench-sloppy.jsonl"
+WEBNLG = REPO.parent / "shared" / "data" / "webnlg" / "dev.jsonl"
+
+
+def _bench_config(tmp_path: Path, corpora: dict[str, Path], **bench: object):  # type: ignore[no-untyped-def]
+    return make_config(
+        tmp_path,
+        {"oracle": "oracle"},
+        bench=BenchConfig(
+            backends={
+                "oracle": "oracle",
+                "rules": f"cassette:path={BENCH_RULES}",
+                "sloppy": f"cassette:path={BENCH_SLOPPY}",
+            },
+            corpora=corpora,
+            output_dir=tmp_path / "bench",
+            **bench,  # type: ignore[arg-type]
+        ),
+    )
+
+
+def test_bench_assets_score_every_backend_against_the_cases(tmp_path: Path) -> None:
+    config = _bench_config(tmp_path, {"cases": CASES})
+    defs = build_definitions(config)
+    instance = DagsterInstance.ephemeral()
+    outcome = MaterializeResult()
+    assert materialize_bench(config, defs, instance, outcome, quiet=True)
+    assert outcome.failed_checks == [] and outcome.success
+    (md,) = outcome.bench_reports
+    report = json.loads(md.with_suffix(".json").read_text())
+    assert set(report["rows"]) == {"oracle", "rules", "sloppy"}
+    oracle = report["rows"]["oracle"]["rates"]
+    for rate in ("entity_f1", "edge_f1", "property_f1", "direction", "mention", "conformance"):
+        assert oracle[rate] == 1.0, rate
+    for name in ("rules", "sloppy"):
+        row = report["rows"][name]
+        # The shipped bench cassettes cover every call, recast second casts included.
+        assert [e for e in row["episodes"] if e["status"] != "ok"] == []
+        assert row["rates"]["entity_f1"] < 1.0  # rule-based responders, not the ceiling
+    # sloppy truncates one entity call in four on the first attempt: first reply < final.
+    sloppy = report["rows"]["sloppy"]["rates"]
+    assert sloppy["conformance"] is not None and sloppy["conformance_final"] is not None
+    assert "not publishable" in md.read_text()
+    assert report["publishable"] is False
+
+    # The report re-materialised alone reads the stored runs: no extraction call at all.
+    result = materialize(
+        list(defs.assets or []),  # type: ignore[arg-type]
+        selection=["bench_report"],
+        partition_key="cases",
+        instance=instance,
+        resources=defs.resources,
+    )
+    assert result.success
+    calls = [
+        e.materialization.metadata.get("bench_calls")
+        for e in result.get_asset_materialization_events()
+    ]
+    assert calls == [None]  # only bench_report materialised; bench_runs was not re-run
+
+
+@pytest.mark.skipif(not WEBNLG.exists(), reason="WebNLG data not present beside the repository")
+def test_webnlg_dev_file_is_a_gold_partition_and_the_oracle_scores_one(tmp_path: Path) -> None:
+    config = _bench_config(tmp_path, {"webnlg": WEBNLG})
+    config = config.model_copy(
+        update={"bench": config.bench.model_copy(update={"backends": {"oracle": "oracle"}})}
+    )
+    defs = build_definitions(config)
+    outcome = MaterializeResult()
+    assert materialize_bench(config, defs, DagsterInstance.ephemeral(), outcome, quiet=True)
+    (md,) = outcome.bench_reports
+    report = json.loads(md.with_suffix(".json").read_text())
+    row = report["rows"]["oracle"]
+    assert row["rates"] == {"triple_precision": 1.0, "triple_recall": 1.0, "triple_f1": 1.0}
+    assert row["counts"]["fn"] == 0 and row["counts"]["tp"] > 900
+    assert len(row["episodes"]) == 300
+    assert str(bench_key("oracle", "webnlg")) == "oracle|webnlg"
+
+
+def test_oracle_shortfalls_name_the_row_and_rate() -> None:
+    report = {
+        "kind": "cases",
+        "rows": {"oracle": {"rates": {"entity_f1": 1.0, "edge_f1": 0.5, "mention": None}}},
+    }
+    assert oracle_shortfalls(report, ["oracle"]) == ["oracle edge_f1=0.5"]
+    assert oracle_shortfalls(report, []) == []
+
+
+def _only(folder: Path, suffix: str) -> Path:
+    (path,) = sorted(folder.glob(f"*{suffix}"))
+    return path
+
+
+def test_bench_cli_splits_publishability_and_compare(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    common = ["--cache-dir", str(tmp_path / "cache")]
+    assert cli_main(["bench", "--split", "test", "--out", str(tmp_path / "test"), *common]) == 0
+    test_json = _only(tmp_path / "test" / "cases", ".json")
+    report = json.loads(test_json.read_text())
+    assert report["publishable"] is True and report["split"] == "test"
+    assert set(report["rows"]) == {"oracle"}  # the oracle row only: free
+    assert "not publishable" not in test_json.with_suffix(".md").read_text()
+
+    rules = f"rules=cassette:path={BENCH_RULES}"
+    args = ["bench", "--split", "dev", "--backend", rules, "--out", str(tmp_path / "dev")]
+    assert cli_main([*args, *common]) == 0
+    dev_json = _only(tmp_path / "dev" / "cases", ".json")
+    dev = json.loads(dev_json.read_text())
+    assert dev["publishable"] is False and set(dev["rows"]) == {"oracle", "rules"}
+    out = capsys.readouterr().out
+    assert f"bench JSON: {dev_json}" in out
+
+    # Read the rules row against the oracle row of the same run: a clear drop.
+    compared = tmp_path / "cmp.json"
+    argv = ["compare", str(dev_json), str(dev_json), "--row-a", "oracle", "--row-b", "rules"]
+    assert cli_main([*argv, "--resamples", "500", "--json", str(compared)]) == 0
+    result = json.loads(compared.read_text())
+    assert result["paired"] == 18
+
+
+def test_bench_cli_bad_input_is_a_usage_error_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nope.jsonl"
+    assert cli_main(["bench", "--gold", f"x={missing}", "--out", str(tmp_path)]) == 2
+    assert str(missing) in capsys.readouterr().err
+    assert cli_main(["bench", "--backend", "a=casette:path=x.jsonl"]) == 2
+    assert "casette" in capsys.readouterr().err
