@@ -103,3 +103,52 @@ def test_without_a_key_judging_is_skipped_and_said(tmp_path: Path) -> None:
     assert built["pairwise"] == {"status": "skipped", "reason": "ANTHROPIC_API_KEY is not set"}
     assert all(b["judged"] is None for b in built["backends"].values())
     assert "LLM-as-judge: skipped" in (tmp_path / "reports" / "strict" / "report.md").read_text()
+
+
+def test_noise_floor_a_backend_judged_against_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same live spec twice under two names: the second run words its summaries differently
+    (as a sampling model does), so strict summaries F1 falls while a judge that forgives wording
+    finds the two runs equivalent. That gap is the noise floor a real comparison sits on."""
+    from collections import Counter
+
+    from evals_pipeline_tests.support.deterministic_backend import answer
+    from evals_pipeline_tests.support.llm_servers import ReceivedRequest, Reply, openai_completion
+
+    seen: Counter[str] = Counter()
+
+    def reworded_on_second_sight(request: ReceivedRequest) -> Reply:
+        text = answer(request)
+        if "extracts ENTITIES" in (request.system_prompt or ""):
+            seen[request.user_prompt or ""] += 1
+            if seen[request.user_prompt or ""] > 1:
+                data = json.loads(text)
+                for e in data["entities"]:
+                    e["summary"] = "As the text says: " + e["summary"]
+                text = json.dumps(data)
+        return openai_completion(text, prompt_tokens=10, completion_tokens=10)
+
+    judge = scripted_judge.judge_responder(scripted_judge.order_consistent, lenient=True)
+    with (
+        LoopbackLLMServer("openai", responder=reworded_on_second_sight) as model,
+        LoopbackLLMServer("anthropic", responder=judge) as judge_server,
+    ):
+        monkeypatch.setenv("ANTHROPIC_API_KEY", TEST_API_KEY)
+        monkeypatch.setenv("EVALS_ANTHROPIC_BASE_URL", judge_server.base_url)
+        spec = f"oai-http:url={model.url},model=sampler"
+        config = make_config(
+            tmp_path,
+            {"run1": spec, "run2": spec},
+            modes=("freeform",),
+            ontology=None,
+            judge={"cache": tmp_path / "judge_cache.jsonl"},
+        )
+        with DagsterInstance.ephemeral() as instance:
+            outcome = materialize_all(config, instance, quiet=True)
+        assert outcome.success, outcome.failed_checks + outcome.failed_steps
+    run2 = report(tmp_path, "freeform")["backends"]["run2"]
+    assert run2["strict"]["entities"]["f1"] == 1.0
+    assert run2["strict"]["summaries"]["f1"] == 0.0  # every summary reworded
+    assert run2["judged"]["summaries"]["f1"] == 1.0  # the judge forgives the wording
+    assert run2["judged"]["entities"]["f1"] == 1.0

@@ -3,7 +3,8 @@
 `position_biased` always picks slot A; `order_consistent` prefers the extraction with more items
 (the same answer whichever slot it sits in); `mixed` is biased on documents containing the word
 "biased" and consistent elsewhere. Reference-mode prompts are answered by matching items whose
-names agree after lower-casing and dropping a "(Type)" suffix.
+names agree after lower-casing and dropping a "(Type)" suffix (`lenient`: summaries by the
+entity they are about).
 """
 
 from __future__ import annotations
@@ -33,13 +34,19 @@ def _key(item: str) -> str:
     return re.sub(r"\s*\([^)]*\)$", "", item).strip().lower()
 
 
-def reference_matches(user: str) -> list[list[int]]:
+def _about(item: str) -> str:
+    """What a summary item is about ("Name: summary" -> name): a judge forgiving wording."""
+    return _key(item.split(": ", 1)[0])
+
+
+def reference_matches(user: str, *, lenient: bool = False) -> list[list[int]]:
     sections = dict(_SECTION.findall(user))
     reference, candidate = _numbered(sections["reference"]), _numbered(sections["candidate"])
+    key = _about if lenient else _key
     matches, used = [], set()
     for c, item in enumerate(candidate, start=1):
         for r, ref in enumerate(reference, start=1):
-            if r not in used and _key(item) == _key(ref):
+            if r not in used and key(item) == key(ref):
                 matches.append([c, r])
                 used.add(r)
                 break
@@ -67,13 +74,18 @@ def mixed(user: str) -> str:
     return "A" if biased else _more_items(user)
 
 
-def judge_responder(pairwise: Callable[[str], str]) -> Callable[[ReceivedRequest], Reply]:
+def judge_responder(
+    pairwise: Callable[[str], str], *, lenient: bool = False
+) -> Callable[[ReceivedRequest], Reply]:
+    """`lenient`: reference-mode summaries match when they are about the same entity, however
+    worded (as a real judge forgives wording)."""
+
     def respond(request: ReceivedRequest) -> Reply:
         user = request.user_prompt or ""
         if '<extraction slot="A">' in user:
             text = json.dumps({"winner": pairwise(user), "reason": "scripted"})
         else:
-            text = json.dumps({"matches": reference_matches(user)})
+            text = json.dumps({"matches": reference_matches(user, lenient=lenient)})
         return anthropic_message(text, model=request.model or "judge")
 
     return respond
