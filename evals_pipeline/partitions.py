@@ -43,23 +43,36 @@ def mode_partitions(config: EvalsConfig) -> StaticPartitionsDefinition:
     return StaticPartitionsDefinition(list(config.active_modes))
 
 
-def extraction_partitions(config: EvalsConfig) -> MultiPartitionsDefinition:
+def backend_crossed(
+    backends: list[str], dimension: str, other: StaticPartitionsDefinition
+) -> MultiPartitionsDefinition:
+    """Backend crossed with one other dimension (ontology mode, or a bench's gold corpus)."""
     return MultiPartitionsDefinition(
-        {
-            BACKEND: StaticPartitionsDefinition(sorted(config.backends)),
-            ONTOLOGY_MODE: mode_partitions(config),
-        }
+        {BACKEND: StaticPartitionsDefinition(sorted(backends)), dimension: other}
     )
 
 
+def crossed_key(backend: str, dimension: str, value: str) -> MultiPartitionKey:
+    return MultiPartitionKey({BACKEND: backend, dimension: value})
+
+
+def split_crossed(key: str, dimension: str) -> tuple[str, str]:
+    """(backend, other value) of a crossed partition key (dimensions join alphabetically)."""
+    if isinstance(key, MultiPartitionKey):
+        dims = key.keys_by_dimension
+        return dims[BACKEND], dims[dimension]
+    first, second = key.split("|")
+    return (first, second) if dimension > BACKEND else (second, first)
+
+
+def extraction_partitions(config: EvalsConfig) -> MultiPartitionsDefinition:
+    return backend_crossed(list(config.backends), ONTOLOGY_MODE, mode_partitions(config))
+
+
 def extraction_key(backend: str, mode: str) -> MultiPartitionKey:
-    return MultiPartitionKey({BACKEND: backend, ONTOLOGY_MODE: mode})
+    return crossed_key(backend, ONTOLOGY_MODE, mode)
 
 
 def split_key(key: str) -> tuple[str, str]:
     """(backend, mode) of an extraction partition key."""
-    if isinstance(key, MultiPartitionKey):
-        dims = key.keys_by_dimension
-        return dims[BACKEND], dims[ONTOLOGY_MODE]
-    backend, mode = key.split("|")
-    return backend, mode
+    return split_crossed(key, ONTOLOGY_MODE)

@@ -35,12 +35,12 @@ from dagster import (
 from ..core.bench.gold import render_gold_markdown, run_gold
 from ..core.bench.runner import merge_rows, row_cost, write_run
 from ..core.config import EvalsConfig
+from ..partitions import BACKEND, backend_crossed, crossed_key, split_crossed
 from ..resources import EvalsResource
 from .extraction import LLM_POOL
 from .reports import fan_in
 
 GOLD = "gold_corpus"
-BACKEND = "backend"
 ORACLE_CHECK = "oracle_ceiling"
 # The rates a perfect extractor must reach on each kind of gold corpus.
 CEILING = {
@@ -64,25 +64,16 @@ def gold_partitions(config: EvalsConfig) -> StaticPartitionsDefinition:
 
 
 def bench_partitions(config: EvalsConfig) -> MultiPartitionsDefinition:
-    return MultiPartitionsDefinition(
-        {
-            BACKEND: StaticPartitionsDefinition(sorted(config.bench_backends)),
-            GOLD: gold_partitions(config),
-        }
-    )
+    return backend_crossed(list(config.bench_backends), GOLD, gold_partitions(config))
 
 
 def bench_key(backend: str, gold: str) -> MultiPartitionKey:
-    return MultiPartitionKey({BACKEND: backend, GOLD: gold})
+    return crossed_key(backend, GOLD, gold)
 
 
 def _split(key: str) -> tuple[str, str]:
-    """(backend, gold corpus) of a bench partition key (dimensions join alphabetically)."""
-    if isinstance(key, MultiPartitionKey):
-        dims = key.keys_by_dimension
-        return dims[BACKEND], dims[GOLD]
-    backend, gold = key.split("|")
-    return backend, gold
+    """(backend, gold corpus) of a bench partition key."""
+    return split_crossed(key, GOLD)
 
 
 def oracle_shortfalls(report: dict[str, Any], oracle_rows: list[str]) -> list[str]:

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .models import ParseStatus
+from .models import Edge, Entity, ParseStatus
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -33,6 +33,15 @@ class EntityItem(_Loose):
     quote: str = ""
     properties: dict[str, str | int | float | bool] = Field(default_factory=dict)
 
+    def to_entity(self) -> Entity:
+        return Entity(
+            name=self.name,
+            type=self.type,
+            summary=self.summary,
+            quote=self.quote,
+            properties=self.properties,
+        )
+
 
 class EdgeItem(_Loose):
     source: str
@@ -40,6 +49,15 @@ class EdgeItem(_Loose):
     relation: str
     fact: str = ""
     quote: str = ""
+
+    def to_edge(self) -> Edge:
+        return Edge(
+            source=self.source,
+            target=self.target,
+            relation=self.relation,
+            fact=self.fact,
+            quote=self.quote,
+        )
 
 
 class EntitiesReply(_Loose):

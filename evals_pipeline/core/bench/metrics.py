@@ -185,29 +185,11 @@ def first_reply(outcome: ExtractionOutcome) -> ExtractionResult:
         if stage.stage == "entities":
             ents, _ = parse_structured(text, EntitiesReply)
             if ents is not None:
-                entities = tuple(
-                    Entity(
-                        name=e.name,
-                        type=e.type,
-                        summary=e.summary,
-                        quote=e.quote,
-                        properties=e.properties,
-                    )
-                    for e in ents.entities
-                )
+                entities = tuple(e.to_entity() for e in ents.entities)
         elif stage.stage == "edges":
             eds, _ = parse_structured(text, EdgesReply)
             if eds is not None:
-                edges = tuple(
-                    Edge(
-                        source=e.source,
-                        target=e.target,
-                        relation=e.relation,
-                        fact=e.fact,
-                        quote=e.quote,
-                    )
-                    for e in eds.edges
-                )
+                edges = tuple(e.to_edge() for e in eds.edges)
     return ExtractionResult(entities=entities, edges=edges)
 
 
