@@ -119,21 +119,24 @@ class EvalsResource(ConfigurableResource):
         bench = self.config.bench
         return _gold(name, str(bench.corpora[name]), bench.split)
 
-    def bench_extractor(self, backend: str, gold: GoldCorpus) -> Extractor:
-        """The backend for a bench run: the oracle replies with `gold`'s graphs.
-
-        No extraction cache: a recast case needs a fresh second call, and Dagster keeps each
-        bench partition's result, so re-materialising downstream makes no call anyway.
-        """
+    def bench_extractor(self, backend: str, gold: GoldCorpus) -> CachingExtractor:
+        """The backend for a bench run (the oracle replies with `gold`'s graphs), behind a FIFO
+        extraction cache: a recast case's repeated call reaches the backend afresh once, and an
+        unchanged bench partition makes no call the second time."""
         config = self.config
+        spec = config.bench_specs[backend]
         inner: Extractor = build_extractor(
-            config.bench_specs[backend],
+            spec,
             expected=gold.expected_graphs(),
             anthropic_api_key=self.anthropic_api_key,
             unique_keys=False,  # recast cases repeat a call: identical keys come back FIFO
         )
         record_to = config.bench.record_cassette.get(backend)
-        return RecordingExtractor(inner, record_to) if record_to is not None else inner
+        if record_to is not None:
+            inner = RecordingExtractor(inner, record_to)
+        fingerprint = backend_fingerprint(spec, corpus_digest=gold.digest)
+        path = cache_path(config.cache_dir / "bench", backend, fingerprint)
+        return CachingExtractor(inner, path, read=record_to is None, fifo=True)
 
     def extractor(self, backend: str) -> CachingExtractor:
         """The backend's extractor behind the extraction cache (and a recorder if configured).

@@ -124,9 +124,10 @@ def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         """One backend cast over one gold corpus: counts per episode, pooled rates."""
         backend, name = _split(context.partition_key)
         gold = evals.gold(name)
+        extractor = evals.bench_extractor(backend, gold)
         report = run_gold(
             gold,
-            evals.bench_extractor(backend, gold),
+            extractor,
             row_name=backend,
             ontology_mode=evals.config.bench.ontology_mode,
             concurrency=evals.config.concurrency,
@@ -141,7 +142,9 @@ def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         metadata |= {
             "episodes": len(episodes),
             "errors": sum(e["status"] != "ok" for e in episodes),
-            "bench_calls": sum(int(e["counts"].get("requests", 0)) for e in episodes),
+            "bench_calls": extractor.calls,
+            "bench_cache_hits": extractor.hits,
+            "requests": sum(int(e["counts"].get("requests", 0)) for e in episodes),
             "spec": row["spec"],
         }
         return Output(report, metadata=metadata)

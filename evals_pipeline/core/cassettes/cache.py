@@ -49,15 +49,20 @@ class CachingExtractor(Extractor):
     """Serve from the cache when the key is there; otherwise call `inner` and remember it.
 
     `calls` counts the calls that reached the backend, `hits` those the cache answered. With
-    `read=False` the cache is written but never served from (a backend being recorded).
+    `read=False` the cache is written but never served from (a backend being recorded). With
+    `fifo=True` each cached answer is served once, in recorded order, so a call repeated on
+    purpose (the bench's recast cases) reaches the backend afresh the first time and replays
+    its own answer on later runs.
     """
 
-    def __init__(self, inner: Extractor, path: Path, *, read: bool = True) -> None:
+    def __init__(
+        self, inner: Extractor, path: Path, *, read: bool = True, fifo: bool = False
+    ) -> None:
         self.inner = inner
         self.provider = inner.provider
         self.model = inner.model
         self.path = path
-        cassette = load_cassette(path if read else [], consume=False, missing_ok=True)
+        cassette = load_cassette(path if read else [], consume=fifo, missing_ok=True)
         self._cached = ReplayingExtractor(cassette)
         self._recorder = RecordingExtractor(inner, path, write_sidecar=False)
         self.calls = 0
