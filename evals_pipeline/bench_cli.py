@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .core.bench.gold import load_gold
+from .core.bench.gold import GoldCorpus, load_gold
 from .core.config import BenchConfig, EvalsConfig
 from .core.errors import EvalsError
 from .core.extractors.specs import parse_named_backend
@@ -45,8 +45,40 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--prices", type=Path, help='JSON {"<model>": {"input_per_1m": …, …}}')
     p.add_argument("--record-cassette", action="append", default=[], metavar="NAME=PATH")
+    p.add_argument("--dry-run", action="store_true", help="print the plan; call and write nothing")
     p.add_argument("--verbose", action="store_true", help="print Dagster's event log")
     return p
+
+
+def bench_plan(config: EvalsConfig, golds: Sequence[GoldCorpus]) -> str:
+    """What a bench run would do: gold corpora, each backend's source, planned calls."""
+    lines = ["bench plan (dry run: no call made, nothing written)"]
+    for gold in golds:
+        s = gold.summary()
+        extra = (
+            f", corpus {s['version']}, split {s['split']}, "
+            + ("publishable" if s["publishable"] else "not publishable")
+            if gold.kind == "cases"
+            else f", {len(s['categories'])} categories"
+        )
+        recast = sum(len(c.episodes) for c in gold.cases.cases if c.recast) if gold.cases else 0
+        lines.append(
+            f"gold {gold.name}: {gold.kind} {gold.path} ({gold.episode_count} episodes{extra})"
+        )
+        for name, spec in sorted(config.bench_specs.items()):
+            if spec.kind == "cassette":
+                source = f"replay {spec.cassette_path}"
+            elif spec.kind == "oracle":
+                source = "oracle (the gold graph: the ceiling, not a model)"
+            else:
+                source = f"live {spec.raw}"
+            record = config.bench.record_cassette.get(name)
+            if record is not None:
+                source += f", recording to {record}"
+            calls = gold.episode_count + recast
+            lines.append(f"  {name}: {source}; {calls} extraction calls planned")
+    lines.append(f"output: {config.bench.output_dir}/<gold>/<stamp>.json and .md")
+    return "\n".join(lines)
 
 
 def bench_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> EvalsConfig:
@@ -96,8 +128,12 @@ def main(argv: Sequence[str]) -> int:
 
     try:
         config = bench_config(args, parser)
-        for name, path in config.bench.corpora.items():  # bad gold is a usage error, up front
-            load_gold(name, path, config.bench.split)
+        golds = [  # bad gold is a usage error, up front
+            load_gold(name, path, config.bench.split) for name, path in config.bench.corpora.items()
+        ]
+        if args.dry_run:
+            print(bench_plan(config, golds))
+            return 0
         outcome = MaterializeResult()
         ok = materialize_bench(
             config,

@@ -159,3 +159,17 @@ def test_bench_cli_bad_input_is_a_usage_error_naming_it(
     assert str(missing) in capsys.readouterr().err
     assert cli_main(["bench", "--backend", "a=casette:path=x.jsonl"]) == 2
     assert "casette" in capsys.readouterr().err
+
+
+def test_bench_dry_run_plans_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rules = f"rules=cassette:path={BENCH_RULES}"
+    out = tmp_path / "out"
+    argv = ["bench", "--dry-run", "--split", "test", "--backend", rules, "--out", str(out)]
+    assert cli_main([*argv, "--cache-dir", str(tmp_path / "cache")]) == 0
+    plan = capsys.readouterr().out
+    assert "split test, publishable" in plan
+    assert f"rules: replay {BENCH_RULES}; 20 extraction calls planned" in plan  # 18 + 2 recast
+    assert "oracle: oracle" in plan
+    assert list(tmp_path.iterdir()) == []
