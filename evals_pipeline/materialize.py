@@ -20,6 +20,7 @@ from pathlib import Path
 from dagster import DagsterInstance, Definitions, materialize
 
 from .assets.bench import bench_key
+from .assets.claims import CLAIMS_ASSETS
 from .core.config import EvalsConfig, load_config
 from .graph import build_definitions, default_config_path
 from .partitions import extraction_key
@@ -96,6 +97,24 @@ def _run(
     return result.success
 
 
+def materialize_claims(
+    config: EvalsConfig,
+    defs: Definitions,
+    instance: DagsterInstance,
+    outcome: MaterializeResult,
+    *,
+    quiet: bool = False,
+) -> bool:
+    """The claim golden set and its blocking regression gate (INACTIVE without a baseline).
+
+    Runs first: it is quick and needs no backend, so a failing gate stops CI before the prose
+    run. Skipped when the configured golden folder does not exist (a project without one).
+    """
+    if not config.golden_dir.is_dir():
+        return True
+    return _run(defs, instance, list(CLAIMS_ASSETS), None, outcome, quiet)
+
+
 def materialize_all(
     config: EvalsConfig,
     instance: DagsterInstance | None = None,
@@ -106,6 +125,8 @@ def materialize_all(
     defs = defs or build_definitions(config)
     instance = instance or default_instance()
     outcome = MaterializeResult()
+    if not materialize_claims(config, defs, instance, outcome, quiet=quiet):
+        return outcome
     for mode in config.active_modes:
         if not _run(defs, instance, ["corpus", "run_plan"], mode, outcome, quiet):
             return outcome

@@ -33,8 +33,8 @@ def test_every_partition_then_zero_calls_on_rematerialisation(tmp_path: Path) ->
     with DagsterInstance.ephemeral() as instance:
         first = materialize_all(config, instance, defs, quiet=True)
         assert first.success, first.failed_checks + first.failed_steps
-        # 3 modes x (inputs + 3 extraction + 3 judging + reports) + the matrix
-        assert first.runs == 3 * 8 + 1
+        # the claims gate + 3 modes x (inputs + 3 extraction + 3 judging + reports) + the matrix
+        assert first.runs == 1 + 3 * 8 + 1
         assert first.extraction_calls == 3 * 3 * 4 and first.cache_hits == 0
         second = materialize_all(config, instance, defs, quiet=True)
         assert second.success

@@ -66,6 +66,9 @@ class EvalsConfig(BaseModel):
     output_dir: Path = Path("reports")
     cache_dir: Path = Path(".evals_cache")
     concurrency: int = Field(default=8, ge=1)
+    # The claim-extraction golden set and its gate baseline (None: `<golden_dir>/baseline.json`).
+    golden_dir: Path = Path("corpus/golden")
+    claims_baseline: Path | None = None
     max_tokens_entities: int = Field(default=DEFAULT_MAX_TOKENS_ENTITIES, ge=1)
     max_tokens_edges: int = Field(default=DEFAULT_MAX_TOKENS_EDGES, ge=1)
     prices: Path | None = None
@@ -89,6 +92,10 @@ class EvalsConfig(BaseModel):
         if self.modes is not None:
             return self.modes
         return ONTOLOGY_MODES if self.ontology is not None else ("freeform",)
+
+    @property
+    def claims_baseline_path(self) -> Path:
+        return self.claims_baseline or self.golden_dir / "baseline.json"
 
     @property
     def specs(self) -> dict[str, BackendSpec]:
@@ -161,6 +168,8 @@ class EvalsConfig(BaseModel):
                 "record_cassette": {k: fix(v) for k, v in self.record_cassette.items()},
                 "output_dir": fix(self.output_dir),
                 "cache_dir": fix(self.cache_dir),
+                "golden_dir": fix(self.golden_dir),
+                "claims_baseline": fix(self.claims_baseline) if self.claims_baseline else None,
                 "prices": fix(self.prices) if self.prices else None,
                 "judge": self.judge.model_copy(update={"cache": fix(self.judge.cache)}),
                 "bench": self.bench.model_copy(

@@ -15,7 +15,7 @@ SourceType = Literal["text", "message", "json"]
 OntologyMode = Literal["freeform", "open", "strict"]
 ONTOLOGY_MODES: tuple[OntologyMode, ...] = ("freeform", "open", "strict")
 
-Stage = Literal["entities", "edges", "classify_entities", "classify_relations"]
+Stage = Literal["entities", "edges", "classify_entities", "classify_relations", "claims"]
 CallType = Literal["extract", "classify_entities", "classify_relations"]
 ParseStatus = Literal["clean", "recovered", "malformed"]
 FailureClass = Literal["http_error", "truncation", "malformed"]

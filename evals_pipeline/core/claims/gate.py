@@ -1,0 +1,252 @@
+"""The claim-extraction regression gate and its committed baseline.
+
+States:
+
+- INACTIVE: no baseline is committed. The gate warns loudly and passes. This is the honest state
+  while the golden labels await human review: a baseline of unverified drafts would present
+  synthetic labels as ground truth.
+- FAIL: a baseline is committed and a VERIFIED example has a missing, invalid or stale
+  recording (a prompt or input edit without re-recording), or counted micro-F1 is more than
+  `MAX_F1_DROP` below the baseline's, or no example is VERIFIED any more.
+- PASS: a baseline is committed and none of the above.
+
+The baseline writer refuses unless every counted (VERIFIED) example has a complete recording of
+the live prompt, so a baseline can only ever describe outputs of the code as it stands.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
+
+from ..errors import EvalsError, InputFileError
+from ..files import field_path
+from ..reports.files import write_text_atomic
+from .golden import GoldenSet
+from .recordings import now_iso
+from .runner import ReplayResult, replay_golden_set
+from .scoring import IOU_THRESHOLD, ScoreSummary, score_golden_set
+
+MAX_F1_DROP = 0.02
+# Float noise: a drop of exactly MAX_F1_DROP (0.80 -> 0.78) is allowed, not a failure.
+_EPSILON = 1e-9
+GateState = Literal["INACTIVE", "PASS", "FAIL"]
+
+RERECORD_INSTRUCTIONS = """To re-record after a prompt, schema or golden-text change:
+  1. evals-pipeline gate --mode live --record --backend NAME=SPEC
+     (e.g. --backend main=anthropic with ANTHROPIC_API_KEY set, or
+      --backend local=oai-http:url=http://127.0.0.1:8080/v1/chat/completions)
+  2. read the per-example diffs it prints (every false positive and false negative);
+  3. if the scores hold: evals-pipeline gate --write-baseline
+  4. commit the prompt change, the recordings and the baseline together."""
+
+
+class BaselineRefused(EvalsError):
+    """The baseline writer will not describe anything but verified, current recordings."""
+
+
+class BaselineScores(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    precision: float
+    recall: float
+    f1: float
+    tp: int = Field(ge=0)
+    fp: int = Field(ge=0)
+    fn: int = Field(ge=0)
+
+
+class Baseline(BaseModel):
+    """The committed reference point: counted micro scores and what they were measured on."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    task: Literal["claim_extraction"] = "claim_extraction"
+    written_at: StrictStr
+    prompt_version: StrictStr
+    fingerprint: StrictStr
+    iou_threshold: float
+    micro: BaselineScores
+    examples: tuple[StrictStr, ...]  # the VERIFIED example ids the scores count
+
+
+def read_baseline(path: Path) -> Baseline | None:
+    """The committed baseline, or None when there is none (the gate is then INACTIVE)."""
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputFileError(path, f"baseline is not valid JSON: {exc}") from None
+    try:
+        return Baseline.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise InputFileError(path, first["msg"], field=field_path(tuple(first["loc"]))) from None
+
+
+def build_baseline(golden: GoldenSet, replay: ReplayResult, summary: ScoreSummary) -> Baseline:
+    """Raises BaselineRefused unless every counted example has a current recording."""
+    verified = golden.verified
+    if not verified:
+        raise BaselineRefused(
+            "refusing to write a baseline: no golden example is VERIFIED (drafts are "
+            "PENDING_HUMAN_REVIEW until a person checks them; see corpus/golden/README.md)"
+        )
+    bad = replay.unusable(verified=True)
+    if bad:
+        listed = "; ".join(f"{r.id}: {r.status} ({r.detail})" for r in bad)
+        raise BaselineRefused(
+            f"refusing to write a baseline: {len(bad)} VERIFIED example(s) lack a complete, "
+            f"current recording: {listed}\n{RERECORD_INSTRUCTIONS}"
+        )
+    counted = summary.counted
+    return Baseline(
+        written_at=now_iso(),
+        prompt_version=replay.prompt_version,
+        fingerprint=replay.fingerprint,
+        iou_threshold=IOU_THRESHOLD,
+        micro=BaselineScores(
+            precision=counted.precision,
+            recall=counted.recall,
+            f1=counted.f1,
+            tp=counted.tp,
+            fp=counted.fp,
+            fn=counted.fn,
+        ),
+        examples=tuple(sorted(e.id for e in verified)),
+    )
+
+
+def write_baseline(path: Path, baseline: Baseline) -> Path:
+    text = json.dumps(baseline.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    return write_text_atomic(path, text)
+
+
+@dataclass(frozen=True)
+class GateResult:
+    state: GateState
+    micro_f1: float
+    baseline_f1: float | None
+    baseline_path: str
+    failures: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return self.state != "FAIL"
+
+    def headline(self) -> str:
+        if self.state == "INACTIVE":
+            return (
+                f"claim gate INACTIVE: no baseline at {self.baseline_path}; nothing is gated "
+                "until VERIFIED examples and a baseline are committed"
+            )
+        assert self.baseline_f1 is not None
+        verdict = "PASS" if self.state == "PASS" else "FAIL"
+        return (
+            f"claim gate {verdict}: counted micro-F1 {self.micro_f1:.3f} vs baseline "
+            f"{self.baseline_f1:.3f} (allowed drop {MAX_F1_DROP})"
+        )
+
+    def render(self) -> str:
+        """What the CLI prints and the asset check describes; instructions whenever it fails."""
+        lines = [self.headline()]
+        lines += [f"  FAIL: {f}" for f in self.failures]
+        lines += [f"  warning: {w}" for w in self.warnings]
+        if self.state == "FAIL":
+            lines.append(RERECORD_INSTRUCTIONS)
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "micro_f1": self.micro_f1,
+            "baseline_f1": self.baseline_f1,
+            "baseline_path": self.baseline_path,
+            "max_f1_drop": MAX_F1_DROP,
+            "failures": list(self.failures),
+            "warnings": list(self.warnings),
+        }
+
+
+def evaluate_gate(
+    golden: GoldenSet,
+    replay: ReplayResult,
+    summary: ScoreSummary,
+    baseline: Baseline | None,
+    baseline_path: Path,
+) -> GateResult:
+    f1 = summary.counted.f1
+    warnings: list[str] = []
+    pending_bad = replay.unusable(verified=False)
+    if pending_bad:
+        kinds = Counter(r.status for r in pending_bad)
+        ids = [r.id for r in pending_bad]
+        shown = ", ".join(ids[:8]) + (f", … ({len(ids) - 8} more)" if len(ids) > 8 else "")
+        warnings.append(
+            f"{len(pending_bad)} PENDING_HUMAN_REVIEW example(s) not scored for want of a current "
+            f"recording ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}; report "
+            f"only): {shown}"
+        )
+    if baseline is None:
+        warnings.insert(
+            0,
+            f"{len(golden.verified)} of {len(golden)} golden examples are VERIFIED and "
+            f"{len(golden.pending)} await human review; every score is report-only",
+        )
+        return GateResult("INACTIVE", f1, None, str(baseline_path), warnings=tuple(warnings))
+    failures: list[str] = []
+    verified = golden.verified
+    if not verified:
+        failures.append("a baseline is committed but no golden example is VERIFIED")
+    for run in replay.unusable(verified=True):
+        failures.append(f"{run.id}: {run.status} recording ({run.detail})")
+    drop = baseline.micro.f1 - f1
+    if verified and drop > MAX_F1_DROP + _EPSILON:
+        failures.append(
+            f"counted micro-F1 {f1:.3f} is {drop:.3f} below the baseline {baseline.micro.f1:.3f} "
+            f"(allowed {MAX_F1_DROP}); the per-example diffs show each false positive/negative"
+        )
+    now = {e.id for e in verified}
+    then = set(baseline.examples)
+    if verified and now != then:
+        added, removed = sorted(now - then), sorted(then - now)
+        warnings.append(
+            f"the VERIFIED set differs from the baseline's (added {added or 'none'}, removed "
+            f"{removed or 'none'}); re-write the baseline with --write-baseline"
+        )
+    if baseline.fingerprint != replay.fingerprint:
+        warnings.append(
+            f"the baseline was written under prompt {baseline.prompt_version} "
+            f"({baseline.fingerprint[:12]}…), the live prompt is {replay.prompt_version} "
+            f"({replay.fingerprint[:12]}…); re-write it with --write-baseline once scores hold"
+        )
+    state: GateState = "FAIL" if failures else "PASS"
+    return GateResult(
+        state, f1, baseline.micro.f1, str(baseline_path), tuple(failures), tuple(warnings)
+    )
+
+
+@dataclass(frozen=True)
+class GateReport:
+    """Everything one gate evaluation looked at, for the CLI and the report asset."""
+
+    replay: ReplayResult
+    summary: ScoreSummary
+    result: GateResult
+
+
+def run_gate(
+    golden: GoldenSet, baseline_path: Path, recordings_dir: Path | None = None
+) -> GateReport:
+    """Replay, score and evaluate: the whole gate in one call (the CLI's replay mode)."""
+    replay = replay_golden_set(golden, recordings_dir)
+    summary = score_golden_set(golden, replay.predictions(), replay.notes())
+    result = evaluate_gate(golden, replay, summary, read_baseline(baseline_path), baseline_path)
+    return GateReport(replay, summary, result)

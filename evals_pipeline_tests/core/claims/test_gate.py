@@ -1,0 +1,194 @@
+"""Gate states from the core (no Dagster, no CLI): INACTIVE, PASS, FAIL on drop/stale/missing,
+and a baseline writer that only describes verified examples with current recordings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evals_pipeline.core.claims import prompt
+from evals_pipeline.core.claims.gate import (
+    MAX_F1_DROP,
+    RERECORD_INSTRUCTIONS,
+    BaselineRefused,
+    build_baseline,
+    read_baseline,
+    run_gate,
+    write_baseline,
+)
+from evals_pipeline.core.claims.golden import load_golden_set
+from evals_pipeline.core.claims.recordings import recording_path
+from evals_pipeline.core.errors import InputFileError
+from evals_pipeline_tests.core.claims.helpers import (
+    PENDING,
+    make_golden,
+    record,
+    write_current_baseline,
+    write_example,
+)
+
+
+@pytest.fixture
+def recorded(tmp_path: Path) -> Path:
+    golden_dir = make_golden(tmp_path / "golden")
+    record(golden_dir)
+    return golden_dir
+
+
+def gate(golden_dir: Path) -> tuple[str, str]:
+    golden = load_golden_set(golden_dir)
+    result = run_gate(golden, golden.baseline_path).result
+    return result.state, result.render()
+
+
+def test_no_baseline_is_inactive_and_passes(recorded: Path) -> None:
+    state, text = gate(recorded)
+    assert state == "INACTIVE"
+    assert "no baseline" in text and "4 of 5 golden examples are VERIFIED" in text
+
+
+def test_inactive_even_when_recordings_are_missing(tmp_path: Path) -> None:
+    state, _ = gate(make_golden(tmp_path / "golden"))
+    assert state == "INACTIVE"
+
+
+def test_a_current_baseline_passes(recorded: Path) -> None:
+    write_current_baseline(recorded)
+    baseline = read_baseline(recorded / "baseline.json")
+    assert baseline is not None and baseline.micro.f1 == 1.0
+    assert baseline.examples == ("v-fair", "v-library", "v-negative", "v-vote")
+    assert baseline.fingerprint == prompt.prompt_fingerprint()
+    assert gate(recorded)[0] == "PASS"
+
+
+def test_an_f1_drop_beyond_0_02_fails(recorded: Path) -> None:
+    write_current_baseline(recorded)
+    record(recorded, lossy=True)  # a worse "model", recorded live under the same prompt
+    state, text = gate(recorded)
+    assert state == "FAIL"
+    assert "micro-F1 0.667 is 0.333 below the baseline 1.000" in text
+    assert RERECORD_INSTRUCTIONS in text
+
+
+def test_a_drop_of_exactly_0_02_passes_and_just_more_fails(recorded: Path) -> None:
+    write_current_baseline(recorded)
+    path = recorded / "baseline.json"
+    data = json.loads(path.read_text())
+    data["micro"]["f1"] = 1.0 + MAX_F1_DROP  # current F1 is 1.0: a drop of exactly 0.02
+    path.write_text(json.dumps(data))
+    assert gate(recorded)[0] == "PASS"
+    data["micro"]["f1"] = 1.0 + MAX_F1_DROP + 0.001
+    path.write_text(json.dumps(data))
+    assert gate(recorded)[0] == "FAIL"
+
+
+def test_a_prompt_edit_without_re_recording_fails(
+    recorded: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_current_baseline(recorded)
+    monkeypatch.setattr(
+        prompt, "CLAIM_SYSTEM_PROMPT", prompt.CLAIM_SYSTEM_PROMPT + "\n- Prefer short claims."
+    )
+    state, text = gate(recorded)
+    assert state == "FAIL"
+    for example_id in ("v-fair", "v-library", "v-negative", "v-vote"):
+        assert f"{example_id}: stale recording" in text
+    assert "evals-pipeline gate --mode live --record" in text
+
+
+def test_re_recording_after_a_prompt_edit_passes_again(
+    recorded: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_current_baseline(recorded)
+    monkeypatch.setattr(prompt, "CLAIM_PROMPT_VERSION", "claims/2")
+    assert gate(recorded)[0] == "FAIL"
+    record(recorded)
+    state, text = gate(recorded)
+    assert state == "PASS"
+    assert "baseline was written under prompt claims/1" in text  # a reminder, not a failure
+
+
+def test_a_missing_verified_recording_fails(recorded: Path) -> None:
+    write_current_baseline(recorded)
+    recording_path(recorded / "recordings", "v-negative").unlink()
+    state, text = gate(recorded)
+    assert state == "FAIL" and "v-negative: missing recording" in text
+
+
+def test_a_missing_pending_recording_is_only_reported(recorded: Path) -> None:
+    write_current_baseline(recorded)
+    recording_path(recorded / "recordings", "p-draft").unlink()
+    state, text = gate(recorded)
+    assert state == "PASS"
+    assert "1 PENDING_HUMAN_REVIEW example(s) not scored" in text and "p-draft" in text
+
+
+def test_pending_examples_never_move_the_counted_score(recorded: Path) -> None:
+    write_current_baseline(recorded)
+    text, _claims = PENDING["p-draft"]
+    # The pending example's labels now disagree with its recording: pending F1 drops, not counted.
+    write_example(
+        recorded,
+        "p-draft",
+        text,
+        [("Detours during the closure use Elm Avenue.", "Detours use Elm Avenue")],
+        status="PENDING_HUMAN_REVIEW",
+    )
+    golden = load_golden_set(recorded)
+    report = run_gate(golden, golden.baseline_path)
+    assert report.summary.pending.f1 == 0.0
+    assert report.summary.counted.f1 == 1.0 and report.result.state == "PASS"
+
+
+def test_a_baseline_with_no_verified_example_left_fails(recorded: Path) -> None:
+    write_current_baseline(recorded)
+    for path in recorded.glob("v-*.json"):
+        data = json.loads(path.read_text())
+        data["review_status"] = "PENDING_HUMAN_REVIEW"
+        path.write_text(json.dumps(data))
+    state, text = gate(recorded)
+    assert state == "FAIL" and "no golden example is VERIFIED" in text
+
+
+def test_the_writer_refuses_without_verified_examples(tmp_path: Path) -> None:
+    golden_dir = tmp_path / "golden"
+    text, claims = PENDING["p-draft"]
+    write_example(golden_dir, "p-draft", text, claims, status="PENDING_HUMAN_REVIEW")
+    record(golden_dir)
+    golden = load_golden_set(golden_dir)
+    report = run_gate(golden, golden.baseline_path)
+    with pytest.raises(BaselineRefused, match="no golden example is VERIFIED"):
+        build_baseline(golden, report.replay, report.summary)
+
+
+@pytest.mark.parametrize("damage", ["delete", "stale"])
+def test_the_writer_refuses_incomplete_or_stale_recordings(
+    recorded: Path, damage: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if damage == "delete":
+        recording_path(recorded / "recordings", "v-vote").unlink()
+    else:
+        monkeypatch.setattr(prompt, "CLAIM_PROMPT_VERSION", "claims/next")
+    golden = load_golden_set(recorded)
+    report = run_gate(golden, golden.baseline_path)
+    with pytest.raises(BaselineRefused, match="lack a complete, current recording") as caught:
+        build_baseline(golden, report.replay, report.summary)
+    assert "v-vote" in str(caught.value)
+    assert not golden.baseline_path.exists()
+
+
+def test_a_pending_example_without_recording_does_not_block_the_writer(recorded: Path) -> None:
+    recording_path(recorded / "recordings", "p-draft").unlink()
+    golden = load_golden_set(recorded)
+    report = run_gate(golden, golden.baseline_path)
+    baseline = build_baseline(golden, report.replay, report.summary)
+    write_baseline(golden.baseline_path, baseline)
+    assert "p-draft" not in baseline.examples
+
+
+def test_an_unreadable_baseline_is_an_input_error(recorded: Path) -> None:
+    (recorded / "baseline.json").write_text('{"micro": 1}')
+    with pytest.raises(InputFileError):
+        read_baseline(recorded / "baseline.json")
