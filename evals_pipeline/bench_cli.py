@@ -82,6 +82,8 @@ def bench_plan(config: EvalsConfig, golds: Sequence[GoldCorpus]) -> str:
 
 
 def bench_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> EvalsConfig:
+    if args.concurrency < 1:
+        parser.error("--concurrency must be at least 1")
     backends = {ORACLE: ORACLE}
     for item in args.backend:
         name, spec = parse_named_backend(item)

@@ -77,6 +77,8 @@ def _run(
         if "extraction_calls" in meta:
             outcome.extraction_calls += int(meta["extraction_calls"].value)  # type: ignore[arg-type]
             outcome.cache_hits += int(meta["cache_hits"].value)  # type: ignore[arg-type]
+        if "bench_report_md" in meta:
+            outcome.bench_reports.append(Path(str(meta["bench_report_md"].value)))
         if "bench_calls" in meta:
             outcome.bench_calls += int(meta["bench_calls"].value)  # type: ignore[arg-type]
         if "judge_calls" in meta:
@@ -167,13 +169,7 @@ def materialize_bench(
                 return False
         if not _run(defs, instance, ["bench_report"], gold, outcome, quiet):
             return False
-        outcome.bench_reports.extend(_latest_bench_report(config.bench.output_dir / gold))
     return True
-
-
-def _latest_bench_report(folder: Path) -> list[Path]:
-    stamps = sorted(folder.glob("*.md"))
-    return stamps[-1:]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

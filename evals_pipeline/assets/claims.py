@@ -97,19 +97,22 @@ def build_claims_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         elif result.state == "FAIL":
             context.log.error(result.render())
         counted, pending = summary.counted, summary.pending
-        yield Output(
-            {"scores": summary.to_dict(), "gate": result.to_dict()},
-            metadata={
-                "gate_state": result.state,
-                "counted_examples": summary.verified_count,
+        metadata: dict[str, Any] = {
+            "gate_state": result.state,
+            "counted_examples": summary.verified_count,
+            "pending_examples": summary.pending_count,
+            "diffs": MetadataValue.md(render_diffs_markdown(summary)),
+        }
+        # Scores only where something was scored: an empty set is not a perfect 1.0.
+        if summary.verified_count:
+            metadata |= {
                 "counted_precision": counted.precision,
                 "counted_recall": counted.recall,
                 "counted_f1": counted.f1,
-                "pending_examples": summary.pending_count,
-                "pending_f1_report_only": pending.f1,
-                "diffs": MetadataValue.md(render_diffs_markdown(summary)),
-            },
-        )
+            }
+        if summary.pending_count:
+            metadata["pending_f1_report_only"] = pending.f1
+        yield Output({"scores": summary.to_dict(), "gate": result.to_dict()}, metadata=metadata)
         yield AssetCheckResult(
             check_name=CLAIMS_GATE,
             passed=result.passed,

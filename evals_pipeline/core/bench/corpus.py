@@ -272,7 +272,13 @@ def _load_splits(root: Path, known: set[str]) -> dict[str, Split]:
 def _load_episodes(path: Path) -> list[_EpisodeLine]:
     out: list[_EpisodeLine] = []
     seen: set[str] = set()
-    for lineno, text in enumerate(_read(path).decode("utf-8").split("\n"), start=1):
+    for lineno, raw in enumerate(_read(path).split(b"\n"), start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputFileError(
+                path, f"not UTF-8 text (byte {exc.start} of the line)", line=lineno
+            ) from None
         if not text.strip():
             continue
         try:

@@ -96,12 +96,10 @@ def _identity_match(v: Vertex, e: Entity, et: EntityType, body: str) -> bool:
             return True
         return quotes_overlap(body, v.quote, e.quote)
     key = et.identity
-    if all(k in v.properties for k in key):
-        return all(
-            k in e.properties and _value_equal(e.properties[k], v.properties[k], props[k])
-            for k in key
-        )
-    # No complete key in the text: the name is the secondary identity it is known by.
+    if all(k in v.properties for k in key) and all(k in e.properties for k in key):
+        return all(_value_equal(e.properties[k], v.properties[k], props[k]) for k in key)
+    # A key missing on either side: the name is the secondary identity it is known by (and
+    # the mention flag then tells whether the cast agreed that the key was not stated).
     return normalise_text(v.name) == normalise_text(e.name)
 
 

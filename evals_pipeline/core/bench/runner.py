@@ -105,8 +105,11 @@ def run_bench(
                 seeds=seeds,
                 stats=run.stats,
             )
+        recast_error: str | None = None
         if case.recast:
             second = next(second_runs)
+            if second.outcome is None:
+                recast_error = f"second cast: {second.error or 'failed'}"
             if run.outcome is not None and second.outcome is not None:
                 counts.update(
                     recast_counts(run.outcome.result, second.outcome.result, case.schema, ep.body)
@@ -120,8 +123,9 @@ def run_bench(
                 "case": case.id,
                 "source_id": ep.source_id,
                 "case_digest": case.digest,
-                "status": "ok" if run.ok else "error",
+                "status": "ok" if run.ok and recast_error is None else "error",
                 **({} if run.ok else {"error": run.error or ""}),
+                **({} if recast_error is None or not run.ok else {"error": recast_error}),
                 "counts": counts,
             }
         )
@@ -219,10 +223,15 @@ def write_run(
     now: datetime | None = None,
     render: Callable[[dict[str, Any]], str] | None = None,
 ) -> tuple[Path, Path]:
-    """Write `<stamp>.json` and `<stamp>.md` (stamp: UTC time to the second)."""
+    """Write `<stamp>.json` and `<stamp>.md` (stamp: UTC time to the second; `-2`, `-3`, …
+    appended when a run of the same second is already there, so none is overwritten)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     stamp = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    base, n = stamp, 1
+    while (out / f"{stamp}.json").exists() or (out / f"{stamp}.md").exists():
+        n += 1
+        stamp = f"{base}-{n}"
     json_path, md_path = out / f"{stamp}.json", out / f"{stamp}.md"
     json_path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     md_path.write_text((render or render_markdown)(report), encoding="utf-8")

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import BackendSpecError
 from ..models import ExtractionResult
@@ -47,8 +48,17 @@ class BackendSpec:
         return Path(self.params["path"]) if self.kind == "cassette" else None
 
     def describe(self) -> str:
-        """The spec with nothing secret in it (specs never hold keys; URLs are shown)."""
-        return self.raw
+        """The spec with nothing secret in it: a URL's user info and query string (where a
+        key could hide) are dropped; the rest is shown."""
+        url = self.params.get("url")
+        if url is None:
+            return self.raw
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if parts.port is not None:
+            host = f"{host}:{parts.port}"
+        clean = urlunsplit((parts.scheme, host, parts.path, "", ""))
+        return self.raw.replace(url, clean)
 
 
 def parse_backend_spec(spec: str) -> BackendSpec:

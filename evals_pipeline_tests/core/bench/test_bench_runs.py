@@ -277,7 +277,7 @@ def test_conformance_reads_the_first_reply_and_the_final_attempt_separately(
         model="m",
     )
     first = first_reply(outcome)
-    assert [e.type for e in first.entities][0] == "Stop"
+    assert next(e.type for e in first.entities) == "Stop"
     counts = episode_counts(
         body=ep.body,
         context=ep.context,
@@ -362,3 +362,64 @@ def test_a_recast_counts_added_identities_and_reminted_blank_vertices(tmp_path: 
         1,
         0,
     )
+
+
+def test_a_cast_without_the_key_matches_by_name_and_disagrees_on_mention(tmp_path: Path) -> None:
+    body = "Train 4711 stopped at Ash."
+    vertices = {
+        "ash": {"type": "Station", "name": "Ash", "quote": "Ash"},
+        "t": {
+            "type": "Train",
+            "name": "4711",
+            "quote": "Train 4711",
+            "properties": {"number": "4711"},
+        },
+    }
+    corpus = load_bench_corpus(
+        write_corpus(
+            tmp_path,
+            expected_yaml={"ep-1": {"vertices": vertices, "edges": []}},
+            episodes=[{"source_id": "ep-1", "body": body}],
+        )
+    )
+
+    def drop_key(g: ExtractionResult) -> ExtractionResult:
+        ents = tuple(e.model_copy(update={"properties": {}}) for e in g.entities)
+        return g.model_copy(update={"entities": ents})
+
+    counts = _run(corpus, drop_key)
+    # Matched by its name (a secondary identity), but the cast called it a mention.
+    assert counts["entities_tp"] == 2 and counts["mention_agree"] == 1
+    assert counts["properties_tp"] == 0 and counts["properties_expected"] == 1
+
+
+class _FailingSecondCast(_TwoCasts):
+    async def extract(self, episode, options):  # type: ignore[no-untyped-def]
+        from evals_pipeline.core.errors import EvalsError
+
+        if episode.name in self._seen:
+            raise EvalsError("the second call failed")
+        return await super().extract(episode, options)
+
+
+def test_a_failed_second_cast_marks_the_episode_as_an_error(tmp_path: Path) -> None:
+    root = write_corpus(
+        tmp_path, case={"description": "recast", "schema": ["mini.yaml"], "recast": True}
+    )
+    corpus = load_bench_corpus(root)
+    extractor = _FailingSecondCast(corpus.expected_results(), lambda g: g)
+    report = run_bench(corpus, extractor, row_name="x")
+    (episode,) = report["rows"]["x"]["episodes"]
+    assert episode["status"] == "error"
+    assert episode["error"].startswith("second cast:")
+    assert episode["counts"]["entities_tp"] == 4  # the first cast still scores
+
+
+def test_runs_of_the_same_second_never_overwrite(tmp_path: Path) -> None:
+    corpus = _mini(tmp_path)
+    report = run_bench(corpus, oracle_extractor(corpus), row_name="oracle")
+    now = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+    first, _ = write_run(report, tmp_path / "out", now=now)
+    second, md = write_run(report, tmp_path / "out", now=now)
+    assert first.name == "20250102T030405Z.json" and second.name == "20250102T030405Z-2.json"
+    assert md.exists()

@@ -227,3 +227,13 @@ def test_case_file_errors_name_the_field(tmp_path: Path) -> None:
             )
         )
     assert (err.value.path.name, err.value.field) == ("case.yaml", "budget")
+
+
+def test_non_utf8_episodes_name_the_file_and_line(tmp_path: Path) -> None:
+    root = write_corpus(tmp_path)
+    episodes = root / "mini" / "rail" / "episodes.jsonl"
+    episodes.write_bytes(episodes.read_bytes() + b'{"source_id": "ep-2", "body": "caf\xe9"}\n')
+    with pytest.raises(InputFileError) as err:
+        load_bench_corpus(root)
+    assert err.value.path == episodes and err.value.line == 2
+    assert "not UTF-8" in err.value.problem

@@ -192,3 +192,24 @@ def test_an_unreadable_baseline_is_an_input_error(recorded: Path) -> None:
     (recorded / "baseline.json").write_text('{"micro": 1}')
     with pytest.raises(InputFileError):
         read_baseline(recorded / "baseline.json")
+
+
+def test_dropping_a_verified_example_from_the_counted_set_fails(recorded: Path) -> None:
+    """Moving a hard example back to PENDING must not lift the gate's score past it."""
+    write_current_baseline(recorded)
+    path = recorded / "v-vote.json"
+    data = json.loads(path.read_text())
+    data["review_status"] = "PENDING_HUMAN_REVIEW"
+    path.write_text(json.dumps(data))
+    state, text = gate(recorded)
+    assert state == "FAIL" and "no longer VERIFIED or gone: ['v-vote']" in text
+
+
+def test_a_baseline_scored_at_another_iou_threshold_fails(recorded: Path) -> None:
+    write_current_baseline(recorded)
+    path = recorded / "baseline.json"
+    data = json.loads(path.read_text())
+    data["iou_threshold"] = 0.5
+    path.write_text(json.dumps(data))
+    state, text = gate(recorded)
+    assert state == "FAIL" and "span IoU >= 0.5" in text

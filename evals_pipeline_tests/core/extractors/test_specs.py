@@ -52,3 +52,15 @@ def test_named_backend() -> None:
         parse_named_backend("anthropic")
     with pytest.raises(BackendSpecError, match="backend name"):
         parse_named_backend("my backend=anthropic")
+
+
+def test_describe_drops_user_info_and_query_where_a_key_could_hide() -> None:
+    from evals_pipeline.core.extractors.specs import parse_backend_spec
+
+    spec = parse_backend_spec(
+        "oai-http:url=https://user:s3cret@llm.example:8443/v1/chat/completions?api_key=s3cret,model=m"
+    )
+    shown = spec.describe()
+    assert "s3cret" not in shown and "user" not in shown
+    assert shown == "oai-http:url=https://llm.example:8443/v1/chat/completions,model=m"
+    assert parse_backend_spec("cassette:path=a.jsonl").describe() == "cassette:path=a.jsonl"
