@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from dagster import Definitions, in_process_executor
+from dagster import Definitions, ExecutorDefinition, in_process_executor, multiprocess_executor
 
 from .assets import build_assets
 from .core.config import EvalsConfig
@@ -24,8 +24,17 @@ def default_config_path() -> Path:
     return Path(os.environ.get(CONFIG_ENV, DEFAULT_CONFIG)).resolve()
 
 
+def build_executor(config: EvalsConfig) -> ExecutorDefinition:
+    """`executor:` in the project file. In-process by default: steps are coarse and mostly wait
+    on I/O, and spawning a process per step costs ~3 s here. Multiprocess gives each step its
+    own process, so a run's independent steps execute in parallel (see docs/scale-out.md)."""
+    if config.executor == "multiprocess":
+        return multiprocess_executor.configured({"max_concurrent": config.max_concurrent})
+    return in_process_executor
+
+
 def build_definitions(config: EvalsConfig) -> Definitions:
-    storage = str(config.cache_dir / "assets")
+    storage = config.asset_storage or str(config.cache_dir / "assets")
     return Definitions(
         assets=build_assets(config),
         resources={
@@ -33,6 +42,5 @@ def build_definitions(config: EvalsConfig) -> Definitions:
             "parquet_io": ParquetIOManager(base_dir=storage),
             "json_io": JsonIOManager(base_dir=storage),
         },
-        # Steps are coarse and mostly wait on I/O; spawning a process per step costs ~3 s here.
-        executor=in_process_executor,
+        executor=build_executor(config),
     )

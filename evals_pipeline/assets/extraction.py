@@ -18,6 +18,7 @@ from dagster import (
 )
 
 from ..core.config import EvalsConfig
+from ..core.plan import backend_guards
 from ..core.reports.report import backend_summary, float_metrics
 from ..core.runner import extract_all, run_sync
 from ..core.tables import runs_to_table, table_episodes
@@ -45,8 +46,9 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         """One row per chunk: the graph, or the error, with its calls, tokens and parse counts."""
         backend, mode = split_key(context.partition_key)
         episodes = table_episodes(corpus)
-        plan = evals.plan(episodes)
-        guards = [g for name in PLAN_GUARDS for g in plan.guards_for(name, backend)]
+        # This backend's guards only, without re-planning the whole run (see backend_guards).
+        found = backend_guards(evals.config, backend)
+        guards = [g for name in PLAN_GUARDS for g in found if g.check == name]
         if guards:  # enforced here too, for runs that did not include run_plan
             raise Failure(
                 description="; ".join(g.message for g in guards),

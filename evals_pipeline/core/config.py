@@ -66,6 +66,16 @@ class EvalsConfig(BaseModel):
     output_dir: Path = Path("reports")
     cache_dir: Path = Path(".evals_cache")
     concurrency: int = Field(default=8, ge=1)
+    # Dagster's executor for runs launched from the definitions (dagster dev, `dagster asset
+    # materialize`, backfills). in_process: steps share one process (a step spawn costs ~3 s on
+    # a small machine). multiprocess: a process per step, up to `max_concurrent` at once (0: one
+    # per CPU), so independent steps run in parallel. The driver's runs are always in-process.
+    executor: Literal["in_process", "multiprocess"] = "in_process"
+    max_concurrent: int = Field(default=0, ge=0)
+    # Where asset values (Parquet tables, JSON plans and reports) live: an fsspec URL such as
+    # s3://bucket/evals (with s3fs installed), so steps on other machines share them, or an
+    # absolute folder. None: <cache_dir>/assets. See docs/scale-out.md.
+    asset_storage: str | None = None
     # The claim-extraction golden set and its gate baseline (None: `<golden_dir>/baseline.json`).
     golden_dir: Path = Path("corpus/golden")
     claims_baseline: Path | None = None

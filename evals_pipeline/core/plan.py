@@ -170,6 +170,21 @@ def _identity_guards(config: EvalsConfig, guards: list[Guard]) -> None:
             )
 
 
+def backend_guards(config: EvalsConfig, backend: str) -> list[Guard]:
+    """The guards `plan_run` would report that concern `backend`, found the same way.
+
+    For the extraction step's re-check: it needs only its own backend's guards, and a whole
+    plan (every backend's cassette, every key in every mode, the extraction caches) per
+    extraction partition cost several times the extraction itself on a large corpus.
+    """
+    guards: list[Guard] = []
+    _identity_guards(config, guards)
+    spec = config.specs[backend]
+    if spec.cassette_path is not None:
+        _load_for_plan(backend, spec.cassette_path, guards)
+    return [g for g in guards if backend in g.backends]
+
+
 def judge_plan(
     config: EvalsConfig, scope: int, environ: Mapping[str, str] | None = None
 ) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import TypeVar
 
 from .errors import CassetteMiss, ExtractionFailed
 from .extractors.base import Extractor
+from .gc_tuning import fewer_gc_passes
 from .models import CallStats, Episode, ExtractionOutcome, FailureRecord
 from .options import ExtractOptions
 
@@ -67,7 +68,8 @@ async def extract_all(
             on_done(run)
         return run
 
-    return list(await asyncio.gather(*(one(e) for e in episodes)))
+    with fewer_gc_passes():  # a replay allocates models by the hundred thousand
+        return list(await asyncio.gather(*(one(e) for e in episodes)))
 
 
 def run_sync(make: Callable[[], Awaitable[T]]) -> T:

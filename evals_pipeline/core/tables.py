@@ -10,8 +10,10 @@ import json
 from collections.abc import Sequence
 
 import pandas as pd
+from pydantic import TypeAdapter
 
 from .corpus import Chunk
+from .gc_tuning import gc_paused
 from .models import Edge, Entity, Episode, ExtractionResult
 from .runner import ChunkRun
 
@@ -37,7 +39,12 @@ COLUMNS = (
     "model",
 )
 
+# One validator/serialiser call per list instead of one per item (same JSON, same models).
+_ENTITIES = TypeAdapter(tuple[Entity, ...])
+_EDGES = TypeAdapter(tuple[Edge, ...])
 
+
+@gc_paused()
 def runs_to_table(runs: Sequence[ChunkRun]) -> pd.DataFrame:
     rows = []
     for run in runs:
@@ -53,12 +60,12 @@ def runs_to_table(runs: Sequence[ChunkRun]) -> pd.DataFrame:
                     run.failure.classification if run.failure is not None else None
                 ),
                 "entities": (
-                    json.dumps([e.model_dump(mode="json") for e in result.entities])
+                    json.dumps(_ENTITIES.dump_python(result.entities, mode="json"))
                     if result is not None
                     else None
                 ),
                 "edges": (
-                    json.dumps([e.model_dump(mode="json") for e in result.edges])
+                    json.dumps(_EDGES.dump_python(result.edges, mode="json"))
                     if result is not None
                     else None
                 ),
@@ -98,11 +105,11 @@ def row_result(entities: str | None, edges: str | None) -> ExtractionResult | No
     if entities is None or edges is None or pd.isna(entities):
         return None
     return ExtractionResult(
-        entities=tuple(Entity.model_validate(e) for e in json.loads(entities)),
-        edges=tuple(Edge.model_validate(e) for e in json.loads(edges)),
+        entities=_ENTITIES.validate_json(entities), edges=_EDGES.validate_json(edges)
     )
 
 
+@gc_paused()
 def table_results(table: pd.DataFrame) -> dict[str, ExtractionResult | None]:
     """chunk -> parsed graph, or None where that chunk's extraction failed."""
     return {

@@ -61,6 +61,8 @@ _POLL_INTERVAL_S = 0.05
 _STOP_DRAIN_TIMEOUT_S = 1.0
 # SO_LINGER {on, 0s}: close() discards buffers and sends RST instead of FIN.
 _LINGER_RST = struct.pack("ii", 1, 0)
+# Listen backlog of the servers (the kernel caps it at net.core.somaxconn).
+_LISTEN_BACKLOG = 1024
 
 
 # --------------------------------------------------------------------------------------------
@@ -358,6 +360,12 @@ class _TrackingServer(socketserver.BaseServer):
     """Mixin: counts accepted connections and tracks open ones so stop() can close them."""
 
     owner: LoopbackLLMServer
+    # socketserver listens with a backlog of 5. When a client opens tens of connections at once
+    # (concurrency 32 in the live benchmark), the kernel's accept and SYN queues overflow: it
+    # falls back to SYN cookies and drops handshake ACKs, so connections the client believes
+    # open are reset on first read (httpx ReadError). Real model servers listen with
+    # SOMAXCONN-sized backlogs (uvicorn: 2048), so the loopback server must too.
+    request_queue_size = _LISTEN_BACKLOG
 
     def process_request(self, request: Any, client_address: Any) -> None:
         # Runs in the serve_forever thread once per accepted connection.
@@ -824,7 +832,7 @@ class TripwireListener:
             bind_to = (self.host, self.port)
         try:
             sock.bind(bind_to)
-            sock.listen(64)
+            sock.listen(_LISTEN_BACKLOG)
             sock.setblocking(False)
         except OSError:
             sock.close()

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..models import Episode
 from ..options import ExtractOptions
-from ..prompts import render_extract_prompts
+from ..prompts import ExtractPrompts, render_extract_prompts
 
 
 def canonical_json(value: Any) -> str:
@@ -26,9 +26,16 @@ def _sha256(material: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_json(material).encode("utf-8")).hexdigest()
 
 
-def extract_request(episode: Episode, options: ExtractOptions) -> dict[str, Any]:
-    """The human-readable request stored with an extract record, and the key's material."""
-    prompts = render_extract_prompts(episode, options)
+def extract_request(
+    episode: Episode, options: ExtractOptions, prompts: ExtractPrompts | None = None
+) -> dict[str, Any]:
+    """The human-readable request stored with an extract record, and the key's material.
+
+    `prompts`, when the caller already rendered them for this episode and options, saves a
+    second render (replay renders once for the key and the call alike).
+    """
+    if prompts is None:
+        prompts = render_extract_prompts(episode, options)
     return {
         "entity_system": prompts.entity_system,
         "entity_user": prompts.entity_user,
@@ -46,8 +53,10 @@ def extract_request(episode: Episode, options: ExtractOptions) -> dict[str, Any]
     }
 
 
-def extract_key(episode: Episode, options: ExtractOptions) -> str:
-    return _sha256({"call_type": "extract", **extract_request(episode, options)})
+def extract_key(
+    episode: Episode, options: ExtractOptions, prompts: ExtractPrompts | None = None
+) -> str:
+    return _sha256({"call_type": "extract", **extract_request(episode, options, prompts)})
 
 
 def classify_request(items: Mapping[str, str], types: Sequence[str]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from ..extractors.base import (
 )
 from ..models import ChatRequest, ClassifyOutcome, Edge, Entity, Episode, ExtractionOutcome
 from ..options import ExtractOptions
+from ..prompts import render_extract_prompts
 from .format import CassetteRecord
 from .keys import classify_key, extract_key
 from .store import Cassette, load_cassette
@@ -64,8 +65,9 @@ class ReplayingExtractor(Extractor):
         return cls(load_cassette(path, unique=unique))
 
     async def extract(self, episode: Episode, options: ExtractOptions) -> ExtractionOutcome:
-        record = self.cassette.take(extract_key(episode, options), "extract")
-        return await run_extract(_TranscriptTransport(record), episode, options)
+        prompts = render_extract_prompts(episode, options)  # once, for the key and the flow
+        record = self.cassette.take(extract_key(episode, options, prompts), "extract")
+        return await run_extract(_TranscriptTransport(record), episode, options, prompts)
 
     async def classify_entities(
         self, entities: Sequence[Entity], types: Sequence[str]

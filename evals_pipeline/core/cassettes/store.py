@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import CassetteCorrupt, CassetteDuplicateKey, CassetteMiss, CassetteWriteError
 from ..files import field_path
+from ..gc_tuning import gc_paused
 from .format import CassetteRecord
 
 
@@ -149,17 +150,18 @@ def load_cassette(
         paths=path_list, unique=unique, consume=(not unique) if consume is None else consume
     )
     first_line: dict[str, tuple[Path, int]] = {}
-    for path in path_list:
-        if not path.exists():
-            if missing_ok:
-                continue
-            raise CassetteCorrupt(path, 0, "cassette file not found")
-        for number, record in iter_records(path):
-            queue = cassette._by_key.setdefault(record.key, deque())
-            if unique and queue:
-                _seen_path, seen_line = first_line[record.key]
-                raise CassetteDuplicateKey(path, record.key, (seen_line, number))
-            first_line.setdefault(record.key, (path, number))
-            queue.append(record)
-            cassette.record_count += 1
+    with gc_paused():  # every record is a tree of acyclic models
+        for path in path_list:
+            if not path.exists():
+                if missing_ok:
+                    continue
+                raise CassetteCorrupt(path, 0, "cassette file not found")
+            for number, record in iter_records(path):
+                queue = cassette._by_key.setdefault(record.key, deque())
+                if unique and queue:
+                    _seen_path, seen_line = first_line[record.key]
+                    raise CassetteDuplicateKey(path, record.key, (seen_line, number))
+                first_line.setdefault(record.key, (path, number))
+                queue.append(record)
+                cassette.record_count += 1
     return cassette

@@ -33,7 +33,7 @@ from ..models import (
 )
 from ..options import ExtractOptions
 from ..parsing import EdgesReply, EntitiesReply, TypesReply, parse_structured
-from ..prompts import render_classify_prompt, render_extract_prompts
+from ..prompts import ExtractPrompts, render_classify_prompt, render_extract_prompts
 
 T = TypeVar("T", bound=BaseModel)
 C = TypeVar("C")
@@ -204,7 +204,10 @@ async def _run_stage(
 
 
 async def run_extract(
-    transport: ChatTransport, episode: Episode, options: ExtractOptions
+    transport: ChatTransport,
+    episode: Episode,
+    options: ExtractOptions,
+    prompts: ExtractPrompts | None = None,
 ) -> ExtractionOutcome:
     """Two calls per episode: entities, then edges between those entities.
 
@@ -212,7 +215,8 @@ async def run_extract(
     outcome carries an empty edge list plus a failure record saying the low count is suppressed
     output, not a quality signal.
     """
-    prompts = render_extract_prompts(episode, options)
+    if prompts is None:  # a caller that rendered them already (replay's key) passes them in
+        prompts = render_extract_prompts(episode, options)
     stats = CallStats()
     transcript: list[StageTranscript] = []
     failures: list[FailureRecord] = []

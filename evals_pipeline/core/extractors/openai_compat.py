@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import time
+from collections.abc import Callable
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -21,6 +23,11 @@ from .base import LoopBound, Reply
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 API_KEY_ENV = "EVALS_OAI_API_KEY"
+
+# Connections per httpx client, and clients per event loop (so at most 12 x 8 = 96 connections,
+# about httpx's default cap of 100). See _ClientPool for why one client is not enough.
+CONNECTIONS_PER_CLIENT = 8
+MAX_CLIENTS = 12
 
 
 class _Retryable(Exception):
@@ -47,6 +54,42 @@ def _retry_after_seconds(headers: httpx.Headers) -> float | None:
         return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
     except (TypeError, ValueError):
         return None
+
+
+class _ClientPool:
+    """A few small httpx clients on one event loop; each request goes to the least busy one.
+
+    httpcore 1.0 rescans every pooled connection several times per request, polling each idle
+    socket, with an O(connections^2) step among them (encode/httpx#3215), so a single client
+    holding 32 connections spent more CPU on pool bookkeeping than on HTTP. Its keep-alive check
+    also counts all connections rather than idle ones: past `max_keepalive_connections` (httpx
+    default 20) every released connection was closed, so at concurrency 32 every call opened a
+    new connection. Small clients whose keep-alive limit equals their connection limit avoid
+    both: requests reuse connections, and each pool stays a handful of connections long.
+    """
+
+    def __init__(self, make: Callable[[], httpx.AsyncClient]) -> None:
+        self._make = make
+        self._clients: list[httpx.AsyncClient] = []
+        self._busy: list[int] = []
+
+    async def post(self, url: str, **kwargs: Any) -> httpx.Response:
+        index = min(range(len(self._busy)), key=self._busy.__getitem__, default=-1)
+        full = index < 0 or self._busy[index] >= CONNECTIONS_PER_CLIENT
+        if full and len(self._clients) < MAX_CLIENTS:
+            self._clients.append(self._make())
+            self._busy.append(0)
+            index = len(self._clients) - 1
+        self._busy[index] += 1
+        try:
+            return await self._clients[index].post(url, **kwargs)
+        finally:
+            self._busy[index] -= 1
+
+    async def aclose(self) -> None:
+        clients, self._clients, self._busy = self._clients, [], []
+        for client in clients:
+            await client.aclose()
 
 
 class OpenAICompatTransport:
@@ -79,12 +122,28 @@ class OpenAICompatTransport:
         self._timeout_s = timeout_s
         key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
         self._headers = {"authorization": f"Bearer {key}"} if key else {}
-        self._clients = LoopBound(self._new_client)
+        self._ssl: ssl.SSLContext | None = None
+        self._clients = LoopBound(lambda: _ClientPool(self._new_client))
 
     def _new_client(self) -> httpx.AsyncClient:
-        transport = httpx.AsyncHTTPTransport(uds=self._uds_path) if self._uds_path else None
+        # One TLS context for every client: building one loads the CA bundle (tens of ms).
+        if self._ssl is None:
+            self._ssl = httpx.create_ssl_context()
+        limits = httpx.Limits(
+            max_connections=CONNECTIONS_PER_CLIENT,
+            max_keepalive_connections=CONNECTIONS_PER_CLIENT,
+        )
+        transport = (
+            httpx.AsyncHTTPTransport(uds=self._uds_path, verify=self._ssl, limits=limits)
+            if self._uds_path
+            else None
+        )
         return httpx.AsyncClient(
-            transport=transport, headers=self._headers, timeout=httpx.Timeout(self._timeout_s)
+            transport=transport,
+            headers=self._headers,
+            timeout=httpx.Timeout(self._timeout_s),
+            verify=self._ssl,
+            limits=limits,
         )
 
     def _wait(self, retry_state: Any) -> float:
@@ -163,4 +222,4 @@ class OpenAICompatTransport:
             ) from exc
 
     async def aclose(self) -> None:
-        await self._clients.aclose(lambda client: client.aclose())
+        await self._clients.aclose(lambda pool: pool.aclose())

@@ -23,6 +23,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..gc_tuning import gc_paused
 from ..models import ExtractionResult
 
 AXES: tuple[str, ...] = ("entities", "edges", "summaries")
@@ -98,9 +99,9 @@ def _keys(result: ExtractionResult | None, axis: str) -> Counter[Hashable]:
         )
     elif axis == "summaries":
         items = (
-            (normalize(e.name), normalize(e.summary))
+            (normalize(e.name), summary)
             for e in result.entities
-            if normalize(e.summary)
+            if (summary := normalize(e.summary))
         )
     else:
         raise ValueError(f"unknown axis {axis!r} (expected one of {AXES})")
@@ -137,6 +138,7 @@ class StrictScores:
         }
 
 
+@gc_paused()
 def score_against_reference(
     candidate: Mapping[str, ExtractionResult | None],
     reference: Mapping[str, ExtractionResult | None],
