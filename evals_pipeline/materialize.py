@@ -1,9 +1,11 @@
 """Materialise every partition of the pipeline and wait: the README's main command and CI's.
 
 No Dagster CLI command does this (`dagster job backfill` only queues runs for a daemon), so
-this driver runs the same definitions layer by layer, one in-process run per partition:
-inputs per mode, extraction per backend and mode, reports per mode, then the mode matrix. A
-failed blocking check stops it before the layers downstream, with a non-zero exit.
+this driver runs the same definitions layer by layer, one in-process run per partition: the
+claims golden set and its regression gate first (quick, no backend), then inputs per mode,
+extraction per backend and mode, reports per mode, the mode matrix, and last the exact-match
+bench per gold corpus. A failed blocking check stops it before the layers downstream, with a
+non-zero exit.
 
     python -m evals_pipeline.materialize [--config evals.yaml]
 """
@@ -113,6 +115,14 @@ def materialize_claims(
     run. Skipped when the configured golden folder does not exist (a project without one).
     """
     if not config.golden_dir.is_dir():
+        if config.claims_baseline is not None:  # a baseline names a gate that must run
+            outcome.failed_steps.append(f"claims: no golden folder at {config.golden_dir}")
+            outcome.success = False
+            return False
+        print(
+            f"warning: no golden folder at {config.golden_dir}: the claims gate did not run",
+            file=sys.stderr,
+        )
         return True
     return _run(defs, instance, list(CLAIMS_ASSETS), None, outcome, quiet)
 
