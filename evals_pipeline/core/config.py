@@ -32,12 +32,10 @@ class JudgeConfig(BaseModel):
 class BenchConfig(BaseModel):
     """The exact-match bench: gold corpora by name (a cases folder or a WebNLG .jsonl file).
 
-With no `corpora` the run has no bench assets (`evals-pipeline bench` defaults to
-`cases: corpus/cases`).
-
-    `backends` default to the run's backends. The bench has cassettes of its own: its recast
-    cases repeat a call on purpose, so its cassettes hold identical keys (served FIFO), which
-    the prose pipeline's one-answer-per-call guard rightly rejects.
+    With no `corpora` the run has no bench assets (`evals-pipeline bench` defaults to
+    `cases: corpus/cases`). `backends` default to the run's backends. The bench has cassettes
+    of its own: its recast cases repeat a call on purpose, so its cassettes hold identical keys
+    (served FIFO), which the prose pipeline's one-answer-per-call guard rightly rejects.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -137,6 +135,8 @@ class EvalsConfig(BaseModel):
                 raise InputFileError(
                     source, f"no backend named {name!r}", field=f"record_cassette.{name}"
                 )
+        if self.bench.backends is not None and not self.bench.backends:
+            raise InputFileError(source, "name at least one bench backend", field="bench.backends")
         for name, spec in (self.bench.backends or {}).items():
             try:
                 parse_named_backend(f"{name}={spec}")

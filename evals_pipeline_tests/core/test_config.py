@@ -51,6 +51,8 @@ def test_relative_paths_resolve_against_the_file(tmp_path: Path) -> None:
             "no bench backend",
         ),
         ("backends: {a: oracle}\nreference: a\nbench: {split: tset}\n", "bench.split", "'dev'"),
+        ("backends: {a: oracle}\nreference: a\nbench: {backends: {}}\n", "bench.backends",
+         "at least one"),
         ("backends: {a: oracle}\nreference: b\n", "reference", "not one of the backends"),
         ("backends: {a: oracle}\nreference: a\nscope: 0\n", "scope", "positive"),
         ("backends: {a: oracle}\nreference: a\nmodes: [strict]\n", "modes", "need an ontology"),

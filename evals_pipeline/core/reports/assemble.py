@@ -36,14 +36,14 @@ def assemble_mode_report(
         for name in sorted(summaries)
     }
     report: dict[str, Any] = {
-            "ontology_mode": mode,
-            "reference": reference,
-            "ontology": ontology,
-            "corpus": dict(corpus),
-            "judge": dict(judge),
-            "notes": list(notes),
-            "backends": backends,
-        }
+        "ontology_mode": mode,
+        "reference": reference,
+        "ontology": ontology,
+        "corpus": dict(corpus),
+        "judge": dict(judge),
+        "notes": list(notes),
+        "backends": backends,
+    }
     if pairwise is not None:
         report["pairwise"] = dict(pairwise)
     return jsonable(report)
