@@ -52,18 +52,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from evals_pipeline_tests.support.hermetic import PROJECT_ENV  # noqa: E402
+
 # Hermetic: a benchmark must never reach a real provider or record into a real cassette.
-for _name in (
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "ANTHROPIC_BASE_URL",
-    "EVALS_ANTHROPIC_BASE_URL",
-    "EVALS_OAI_API_KEY",
-    "EVALS_RECORD_LLM",
-    "EVALS_REPLAY_LLM",
-    "EVALS_CONFIG",
-    "DAGSTER_HOME",
-):
+for _name in PROJECT_ENV:
     os.environ.pop(_name, None)
 
 from evals_pipeline.core.cassettes.record import RecordingExtractor  # noqa: E402

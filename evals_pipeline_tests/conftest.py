@@ -13,17 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from evals_pipeline_tests.support.hermetic import PROVIDER_ENV
+
 TEST_API_KEY = "sk-ant-test-0000-do-not-leak-7f3a9c"
 TEST_OAI_KEY = "sk-oai-test-1111-do-not-leak-2b8e4d"
-_ENV = (
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "ANTHROPIC_BASE_URL",
-    "EVALS_ANTHROPIC_BASE_URL",
-    "EVALS_OAI_API_KEY",
-    "EVALS_RECORD_LLM",
-    "EVALS_REPLAY_LLM",
-)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -36,7 +29,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(autouse=True)
 def _hermetic_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in _ENV:
+    for name in PROVIDER_ENV:
         monkeypatch.delenv(name, raising=False)
 
 

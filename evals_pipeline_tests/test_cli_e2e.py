@@ -9,13 +9,14 @@ instance) all live under tmp_path, with no API key in the environment.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
+
+from evals_pipeline_tests.support.hermetic import hermetic_environ
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # the project's venv
@@ -25,17 +26,6 @@ CORPUS = REPO / "corpus" / "prose" / "chunks.jsonl"
 ONTOLOGY = REPO / "ontologies" / "prose.yaml"
 RULES = REPO / "corpus" / "cassettes" / "rules.jsonl"
 SLOPPY = REPO / "corpus" / "cassettes" / "sloppy.jsonl"
-PROJECT_ENV = (
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "ANTHROPIC_BASE_URL",
-    "EVALS_ANTHROPIC_BASE_URL",
-    "EVALS_OAI_API_KEY",
-    "EVALS_RECORD_LLM",
-    "EVALS_REPLAY_LLM",
-    "EVALS_CONFIG",
-    "DAGSTER_HOME",
-)
 TIMEOUT_S = 180
 MODULE = ["-m", "evals_pipeline.definitions"]
 ORACLE_AND_RULES = (
@@ -93,7 +83,7 @@ def dagster_home(tmp_path: Path) -> Path:
 def run(
     args: list[str], tmp_path: Path, config: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in PROJECT_ENV}
+    env = hermetic_environ()
     env["DAGSTER_HOME"] = str(dagster_home(tmp_path))
     if config is not None:
         env["EVALS_CONFIG"] = str(config)

@@ -25,23 +25,14 @@ from typing import Any
 import httpx
 import pytest
 
+from evals_pipeline_tests.support.hermetic import hermetic_environ
+
 REPO = Path(__file__).resolve().parents[1]
 # The `dagster` script of the interpreter running the tests (the project's venv).
 DAGSTER = str(Path(sys.executable).parent / "dagster")
 CORPUS = REPO / "corpus" / "prose" / "chunks.jsonl"
 ONTOLOGY = REPO / "ontologies" / "prose.yaml"
 CASSETTES = REPO / "corpus" / "cassettes"
-PROJECT_ENV = (
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "ANTHROPIC_BASE_URL",
-    "EVALS_ANTHROPIC_BASE_URL",
-    "EVALS_OAI_API_KEY",
-    "EVALS_RECORD_LLM",
-    "EVALS_REPLAY_LLM",
-    "EVALS_CONFIG",
-    "DAGSTER_HOME",
-)
 
 STARTUP_TIMEOUT_S = 60.0  # answered after 10-14 s on a 2-core machine
 REQUEST_TIMEOUT_S = 30.0
@@ -122,7 +113,7 @@ def _write_project(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def _env(config: Path, home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in PROJECT_ENV}
+    env = hermetic_environ()
     env["EVALS_CONFIG"] = str(config)
     env["DAGSTER_HOME"] = str(home.resolve())
     return env

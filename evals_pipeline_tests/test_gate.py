@@ -36,6 +36,7 @@ from evals_pipeline_tests.core.claims.helpers import (
 )
 from evals_pipeline_tests.pipeline_fixtures import CORPUS, make_config
 from evals_pipeline_tests.support.claims_backend import openai_claims_responder
+from evals_pipeline_tests.support.hermetic import hermetic_environ
 from evals_pipeline_tests.support.llm_servers import LoopbackLLMServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,15 +44,6 @@ BIN = Path(sys.executable).parent
 DAGSTER = str(BIN / "dagster")
 SELECT = "golden_set,claim_extractions,claim_scores"
 TIMEOUT_S = 180
-PROJECT_ENV = (
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "ANTHROPIC_BASE_URL",
-    "EVALS_ANTHROPIC_BASE_URL",
-    "EVALS_OAI_API_KEY",
-    "EVALS_CONFIG",
-    "DAGSTER_HOME",
-)
 STATES = ("inactive", "pass", "drop", "stale", "missing")
 # A code edit to the prompt, made before the definitions load, with no re-recording.
 EDITED_DEFINITIONS = '''"""The shipped definitions after an edit to the claim prompt."""
@@ -84,7 +76,7 @@ def make_project(root: Path, state: str, template: Path) -> Path:
 
 
 def env_for(project: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in PROJECT_ENV}
+    env = hermetic_environ()
     env["DAGSTER_HOME"] = str(project / "home")
     env["EVALS_CONFIG"] = str(project / "evals.yaml")
     return env
