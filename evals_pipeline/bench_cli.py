@@ -19,6 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from .cli import named_paths
 from .core.bench.gold import GoldCorpus, load_gold
 from .core.config import BenchConfig, EvalsConfig
 from .core.errors import EvalsError
@@ -90,18 +91,8 @@ def bench_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> E
         if name in backends:
             parser.error(f"--backend {name} given twice (the oracle row is always there)")
         backends[name] = spec.raw
-    corpora: dict[str, Path] = {}
-    for item in args.gold:
-        name, eq, path = item.partition("=")
-        if not eq or not name or not path:
-            parser.error(f"--gold expects NAME=PATH, got {item!r}")
-        corpora[name] = Path(path)
-    record: dict[str, Path] = {}
-    for item in args.record_cassette:
-        name, eq, path = item.partition("=")
-        if not eq or not path:
-            parser.error(f"--record-cassette expects NAME=PATH, got {item!r}")
-        record[name] = Path(path)
+    corpora = named_paths(args.gold, "--gold", parser)
+    record = named_paths(args.record_cassette, "--record-cassette", parser)
     config = EvalsConfig(
         backends=backends,
         reference=ORACLE,

@@ -62,6 +62,19 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def named_paths(
+    items: Sequence[str], flag: str, parser: argparse.ArgumentParser
+) -> dict[str, Path]:
+    """`NAME=PATH` flag values by name; anything else is a usage error naming the flag."""
+    out: dict[str, Path] = {}
+    for item in items:
+        name, eq, path = item.partition("=")
+        if not eq or not name or not path:
+            parser.error(f"{flag} expects NAME=PATH, got {item!r}")
+        out[name] = Path(path)
+    return out
+
+
 def _config_from_flags(args: argparse.Namespace, parser: argparse.ArgumentParser) -> EvalsConfig:
     backends: dict[str, str] = {}
     for item in args.backend:
@@ -71,12 +84,7 @@ def _config_from_flags(args: argparse.Namespace, parser: argparse.ArgumentParser
         backends[name] = spec.raw
     if args.reference is None:
         parser.error("--reference is required with --backend")
-    record: dict[str, Path] = {}
-    for item in args.record_cassette:
-        name, eq, path = item.partition("=")
-        if not eq or not path:
-            parser.error(f"--record-cassette expects NAME=PATH, got {item!r}")
-        record[name] = Path(path)
+    record = named_paths(args.record_cassette, "--record-cassette", parser)
     ontology = load_ontology(args.ontology) if args.ontology else None
     mode: OntologyMode = resolve_ontology_mode(ontology, args.ontology_mode)
     config = EvalsConfig(
