@@ -119,36 +119,18 @@ class EvalsConfig(BaseModel):
 
     def check(self, source: Path | str) -> EvalsConfig:
         """Cross-field rules, each failure naming the field it is about."""
-        for name, spec in self.backends.items():
-            try:
-                parse_named_backend(f"{name}={spec}")
-            except BackendSpecError as exc:
-                raise InputFileError(source, exc.problem, field=f"backends.{name}") from None
+        _check_backends(source, self.backends, self.record_cassette, "", "backend")
         if self.reference not in self.backends:
             raise InputFileError(
                 source,
                 f"reference {self.reference!r} is not one of the backends {sorted(self.backends)}",
                 field="reference",
             )
-        for name in self.record_cassette:
-            if name not in self.backends:
-                raise InputFileError(
-                    source, f"no backend named {name!r}", field=f"record_cassette.{name}"
-                )
         if self.bench.backends is not None and not self.bench.backends:
             raise InputFileError(source, "name at least one bench backend", field="bench.backends")
-        for name, spec in (self.bench.backends or {}).items():
-            try:
-                parse_named_backend(f"{name}={spec}")
-            except BackendSpecError as exc:
-                raise InputFileError(source, exc.problem, field=f"bench.backends.{name}") from None
-        for name in self.bench.record_cassette:
-            if name not in self.bench_backends:
-                raise InputFileError(
-                    source,
-                    f"no bench backend named {name!r}",
-                    field=f"bench.record_cassette.{name}",
-                )
+        _check_backends(
+            source, self.bench_backends, self.bench.record_cassette, "bench.", "bench backend"
+        )
         if self.ontology is None and any(m != "freeform" for m in self.active_modes):
             raise InputFileError(source, "open and strict modes need an ontology", field="modes")
         if self.modes is not None and len(set(self.modes)) != len(self.modes):
@@ -198,6 +180,27 @@ class EvalsConfig(BaseModel):
                 ),
             }
         )
+
+
+def _check_backends(
+    source: Path | str,
+    backends: dict[str, str],
+    record_cassette: dict[str, Path],
+    prefix: str,
+    what: str,
+) -> None:
+    """Every spec parses, and every recorded name is one of the backends (fields under
+    `prefix`, e.g. `bench.backends.NAME`)."""
+    for name, spec in backends.items():
+        try:
+            parse_named_backend(f"{name}={spec}")
+        except BackendSpecError as exc:
+            raise InputFileError(source, exc.problem, field=f"{prefix}backends.{name}") from None
+    for name in record_cassette:
+        if name not in backends:
+            raise InputFileError(
+                source, f"no {what} named {name!r}", field=f"{prefix}record_cassette.{name}"
+            )
 
 
 def load_config(path: Path | str) -> EvalsConfig:
