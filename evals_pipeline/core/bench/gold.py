@@ -23,7 +23,7 @@ from ..models import ExtractionResult, OntologyMode
 from ..ontology import Ontology
 from ..options import ExtractOptions
 from ..runner import ChunkRun, extract_all, run_sync
-from ..scoring.webnlg import score_corpus, score_triples
+from ..scoring.webnlg import prf, score_triples
 from ..webnlg import WebNLGCorpus, category_of, load_webnlg, load_webnlg_ontology
 from .corpus import BenchCorpus, load_bench_corpus
 from .runner import render_markdown, run_bench, usage_totals
@@ -161,17 +161,19 @@ def run_webnlg(
 
     runs = [run for batch in run_sync(cast_all) for run in batch]
     gold_graphs = gold.webnlg.expected_graphs()
-    predictions = {r.episode.name: (r.outcome.result if r.outcome else None) for r in runs}
     episodes: list[dict[str, Any]] = []
+    # Triples are aligned once per episode; the corpus and category scores pool those counts.
+    pooled: dict[str, list[int]] = {c: [0, 0, 0] for c in groups}
     for chunk, run in zip((c for group in groups.values() for c in group), runs, strict=True):
-        name = chunk.episode.name
+        name, category = chunk.episode.name, category_of(chunk)
         tp, fp, fn = score_triples(
             run.outcome.result.edges if run.outcome else (), gold_graphs[name].edges
         )
+        pooled[category] = [a + b for a, b in zip(pooled[category], (tp, fp, fn), strict=True)]
         stats = run.outcome.stats if run.outcome else run.stats
         episodes.append(
             {
-                "case": f"webnlg/{category_of(chunk)}",
+                "case": f"webnlg/{category}",
                 "source_id": name,
                 "status": "ok" if run.ok else "error",
                 **({} if run.ok else {"error": run.error or ""}),
@@ -184,14 +186,9 @@ def run_webnlg(
                 },
             }
         )
-    overall = score_corpus(predictions, gold_graphs)
-    categories = {
-        c: score_corpus(
-            {ch.episode.name: predictions.get(ch.episode.name) for ch in chunks},
-            {ch.episode.name: gold_graphs[ch.episode.name] for ch in chunks},
-        )
-        for c, chunks in groups.items()
-    }
+    tp, fp, fn = (sum(c[i] for c in pooled.values()) for i in range(3))
+    overall = {"tp": tp, "fp": fp, "fn": fn, **prf(tp, fp, fn)}
+    categories = {c: prf(*counts) for c, counts in pooled.items()}
     rates = {k: overall[k] for k in ("precision", "recall", "f1")}
     return {
         "kind": "webnlg",
@@ -208,10 +205,7 @@ def run_webnlg(
                 "usage": usage_totals(runs),
                 "rates": {f"triple_{k}": v for k, v in rates.items()},
                 "counts": {k: overall[k] for k in ("tp", "fp", "fn")},
-                "categories": {
-                    c: {k: s[k] for k in ("precision", "recall", "f1")}
-                    for c, s in categories.items()
-                },
+                "categories": categories,
             }
         },
     }

@@ -102,7 +102,7 @@ def score_triples(pred: Sequence[Edge], gold: Sequence[Edge]) -> tuple[int, int,
     return tp, len(p) - tp, len(g) - tp
 
 
-def _prf(tp: int, fp: int, fn: int) -> dict[str, float]:
+def prf(tp: int, fp: int, fn: int) -> dict[str, float]:
     """P/R/F1; nothing predicted and nothing expected is agreement (1.0), as in strict.py."""
     if tp == fp == fn == 0:
         return {"precision": 1.0, "recall": 1.0, "f1": 1.0}
@@ -137,7 +137,7 @@ def score_corpus(
         "tp": tp,
         "fp": fp,
         "fn": fn,
-        **_prf(tp, fp, fn),
+        **prf(tp, fp, fn),
         "chunks": chunks,
         "missing": missing,
         "unscored": sorted(set(predictions) - set(gold)),
