@@ -174,6 +174,8 @@ def first_reply(outcome: ExtractionOutcome) -> ExtractionResult:
     Differs from the kept result only when a stage was retried (a truncated first reply, which
     usually does not parse: its items then count as none emitted).
     """
+    if all(len(stage.attempts) <= 1 for stage in outcome.transcript):
+        return outcome.result  # no retry: the first reply is the one kept
     entities: tuple[Entity, ...] = ()
     edges: tuple[Edge, ...] = ()
     for stage in outcome.transcript:
