@@ -72,7 +72,7 @@ def bench_plan(config: EvalsConfig, golds: Sequence[GoldCorpus]) -> str:
             elif spec.kind == "oracle":
                 source = "oracle (the gold graph: the ceiling, not a model)"
             else:
-                source = f"live {spec.raw}"
+                source = f"live {spec.describe()}"
             record = config.bench.record_cassette.get(name)
             if record is not None:
                 source += f", recording to {record}"

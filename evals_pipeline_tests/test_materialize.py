@@ -220,3 +220,27 @@ def test_cassette_coverage_shortfall_is_a_note_and_an_error_rate(tmp_path: Path)
     assert part["error_rate"] > 0
     assert part["errors_by_type"].get("CassetteMiss", 0) == part["errors"]
     assert any("part (strict)" in note and "covers" in note for note in report["notes"])
+
+
+def test_a_secret_in_a_backend_url_reaches_no_report_plan_or_event_log(tmp_path: Path) -> None:
+    """A key pasted into a URL (user info, query string) is sent to the server and kept out of
+    everything the run writes: reports, plans, extraction caches and the instance's event log."""
+    secret = "sk-url-secret-5f3a9c-do-not-leak"
+    with LoopbackLLMServer("openai", responder=openai_responder) as server:
+        url = server.base_url.replace("://", f"://user:{secret}@", 1) + f"?api-key={secret}"
+        config = make_config(
+            tmp_path / "run",
+            {"oracle": "oracle", "live": f"oai-http:url={url},model=rules"},
+            modes=("strict",),
+        )
+        home = tmp_path / "dagster_home"
+        home.mkdir()
+        with DagsterInstance.local_temp(str(home)) as instance:
+            result = materialize_all(config, instance, quiet=True)
+            assert result.success, result.failed_checks + result.failed_steps
+        assert server.requests and all(secret in r.path for r in server.requests)
+    report = json.loads((tmp_path / "run" / "reports" / "strict" / "report.json").read_text())
+    assert report["backends"]["live"]["spec"].startswith("oai-http:url=http://127.0.0.1:")
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.suffix == ".db" for p in written)  # the event log is on disk, and scanned
+    assert [p for p in written if secret.encode() in p.read_bytes()] == []

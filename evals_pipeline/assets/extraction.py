@@ -79,7 +79,7 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                 "extraction_calls": extractor.calls,
                 "cache_hits": extractor.hits,
                 "cache_path": str(extractor.path),
-                "spec": evals.config.backends[backend],
+                "spec": evals.config.specs[backend].describe(),
             },
         )
 
@@ -91,7 +91,7 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         backend, mode = split_key(context.partition_key)
         summary = backend_summary(
             backend,
-            evals.config.backends[backend],
+            evals.config.specs[backend].describe(),
             extractions,
             reference=None,
             ontology=evals.ontology(),
