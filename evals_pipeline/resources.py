@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from dagster import ConfigurableResource, EnvVar
@@ -88,7 +89,11 @@ class EvalsResource(ConfigurableResource):
         )
 
     def plan(
-        self, episodes: list[Episode] | None = None, *, judge_coverage: bool = False
+        self,
+        episodes: list[Episode] | None = None,
+        *,
+        judge_coverage: bool = False,
+        modes: Sequence[OntologyMode] | None = None,
     ) -> RunPlan:
         corpus = self.corpus()
         return plan_run(
@@ -100,6 +105,7 @@ class EvalsResource(ConfigurableResource):
             environ={API_KEY_ENV: self.anthropic_api_key or ""},
             expected=corpus.expected_graphs(),
             judge_coverage=judge_coverage,
+            modes=modes,
         )
 
     def judge_client(self) -> JudgeClient | None:

@@ -57,6 +57,12 @@ def test_both_modes_then_a_rerun_makes_zero_judge_calls(tmp_path: Path, judge_se
     assert second.judge_cache_hits == first.judge_calls + first.judge_cache_hits
     built = report(tmp_path)
     assert built["judge"]["status"] == "ran"
+    # The re-run's plan (this mode only) found every judge call in the cache before making one.
+    assert built["judge"]["cache"] == {
+        "cached": first.judge_calls + first.judge_cache_hits,
+        "uncached": 0,
+        "unknown": 0,
+    }
     assert built["backends"]["rules"]["judged"]["entities"]["f1"] >= 0.0
     assert built["backends"]["oracle"]["judged"] is None  # the reference
     assert set(built["pairwise"]["pairs"]) == {
@@ -100,6 +106,8 @@ def test_without_a_key_judging_is_skipped_and_said(tmp_path: Path) -> None:
     assert outcome.success and outcome.judge_calls == 0
     built = report(tmp_path)
     assert built["judge"]["status"] == "skipped"
+    # No judging, so the plan does not replay every backend to count judge-cache coverage.
+    assert "cache" not in built["judge"]
     assert built["pairwise"] == {"status": "skipped", "reason": "ANTHROPIC_API_KEY is not set"}
     assert all(b["judged"] is None for b in built["backends"].values())
     assert "LLM-as-judge: skipped" in (tmp_path / "reports" / "strict" / "report.md").read_text()

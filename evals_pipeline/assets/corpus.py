@@ -57,15 +57,21 @@ def build_corpus_assets(config: EvalsConfig) -> list[AssetsDefinition]:
     def run_plan(
         context: AssetExecutionContext, evals: EvalsResource, corpus: pd.DataFrame
     ) -> Iterator[Any]:
-        """The resolved plan (the same code as --dry-run); guards are its blocking checks."""
-        plan = evals.plan(table_episodes(corpus), judge_coverage=True)
+        """This mode's resolved plan (the code of --dry-run); guards are its blocking checks.
+
+        How much of the judging the judge cache covers is worked out only when there will be
+        judging (a key is set): it replays every backend to render the judge prompts.
+        """
+        mode = context.partition_key
+        judged = bool(evals.anthropic_api_key)
+        plan = evals.plan(table_episodes(corpus), judge_coverage=judged, modes=[mode])
         yield Output(
             plan.to_dict(),
             metadata={
                 "plan": MetadataValue.md(f"```\n{plan.render()}\n```"),
                 "guards": len(plan.guards),
                 "planned_extraction_calls": sum(
-                    b.planned_calls.get(context.partition_key, 0) for b in plan.backends.values()
+                    b.planned_calls.get(mode, 0) for b in plan.backends.values()
                 ),
             },
         )

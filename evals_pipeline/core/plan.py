@@ -19,7 +19,7 @@ from .cassettes.cache import backend_fingerprint, cache_path, file_digest
 from .cassettes.keys import extract_key
 from .cassettes.store import Cassette, load_cassette
 from .config import EvalsConfig
-from .errors import CassetteCorrupt, CassetteDuplicateKey
+from .errors import CassetteCorrupt, CassetteDuplicateKey, ConfigError
 from .extractors.anthropic import API_KEY_ENV
 from .models import Episode, ExtractionResult, OntologyMode
 from .ontology import Ontology
@@ -186,7 +186,10 @@ def backend_guards(config: EvalsConfig, backend: str) -> list[Guard]:
 
 
 def judge_plan(
-    config: EvalsConfig, scope: int, environ: Mapping[str, str] | None = None
+    config: EvalsConfig,
+    scope: int,
+    environ: Mapping[str, str] | None = None,
+    modes: Sequence[OntologyMode] | None = None,
 ) -> dict[str, Any]:
     """Planned judge calls: reference mode costs candidates x 3 axes per chunk and mode; pairwise
     costs C(N,2) x 2 slot orders x 3 axes."""
@@ -208,7 +211,7 @@ def judge_plan(
         "model": config.judge.model,
         "mode": config.judge.mode,
         # What judging this scope costs; made only when a key is set.
-        "planned_calls": per_chunk * scope * len(config.active_modes),
+        "planned_calls": per_chunk * scope * len(config.active_modes if modes is None else modes),
     }
 
 
@@ -222,12 +225,20 @@ def plan_run(
     environ: Mapping[str, str] | None = None,
     expected: Mapping[str, ExtractionResult] | None = None,
     judge_coverage: bool = False,
+    modes: Sequence[OntologyMode] | None = None,
 ) -> RunPlan:
     """Resolve every backend exactly as a real run would, without making a call.
 
     `judge_coverage` also renders the judge prompts that free sources (cassettes, the oracle,
     the extraction cache) allow, to say how many planned judge calls the cache already holds.
+    `modes` plans those of the run's modes only (one mode's partition); default, all of them.
     """
+    active = tuple(config.active_modes if modes is None else modes)
+    unknown = [m for m in active if m not in config.active_modes]
+    if unknown:
+        raise ConfigError(
+            f"cannot plan ontology mode(s) {unknown}: the run's modes are {config.active_modes}"
+        )
     guards: list[Guard] = []
     notes: list[str] = []
     _identity_guards(config, guards)
@@ -235,7 +246,7 @@ def plan_run(
         mode: ExtractOptions.for_mode(
             mode, ontology, config.max_tokens_entities, config.max_tokens_edges
         )
-        for mode in config.active_modes
+        for mode in active
     }
     keys = {mode: [extract_key(e, opts) for e in episodes] for mode, opts in options.items()}
     backends: dict[str, BackendPlan] = {}
@@ -243,7 +254,7 @@ def plan_run(
         action = (
             "replay" if spec.kind == "cassette" else "oracle" if spec.kind == "oracle" else "live"
         )
-        plan = BackendPlan(name=name, spec=spec.raw, kind=spec.kind, action=action)
+        plan = BackendPlan(name=name, spec=spec.describe(), kind=spec.kind, action=action)
         record = config.record_cassette.get(name)
         plan.record_to = str(record) if record is not None else None
         cassette = None
@@ -268,18 +279,18 @@ def plan_run(
                     )
             plan.planned_calls[mode] = 2 * (len(mode_keys) - cached) if action == "live" else 0
         backends[name] = plan
-    judge = judge_plan(config, len(episodes), environ)
+    judge = judge_plan(config, len(episodes), environ, active)
     if judge_coverage and not any(g.check == "cassette_integrity" for g in guards):
         from .judge.coverage import judge_cache_coverage
 
         judge["cache"] = judge_cache_coverage(
-            config, episodes, ontology, expected or {}, corpus_digest
+            config, episodes, ontology, expected or {}, corpus_digest, active
         )
     return RunPlan(
         corpus_path=corpus_path,
         corpus_digest=corpus_digest,
         scope=len(episodes),
-        modes=tuple(config.active_modes),
+        modes=active,
         reference=config.reference,
         backends=backends,
         guards=guards,

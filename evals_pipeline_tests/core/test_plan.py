@@ -2,13 +2,16 @@
 
 from pathlib import Path
 
+import pytest
+
 from evals_pipeline.core.corpus import load_prose_corpus
+from evals_pipeline.core.errors import ConfigError
 from evals_pipeline.core.ontology import load_ontology
 from evals_pipeline.core.plan import fresh_recording_guards, plan_run
 from evals_pipeline_tests.pipeline_fixtures import CORPUS, ONTOLOGY, RULES, make_config
 
 
-def plan(config):  # type: ignore[no-untyped-def]
+def plan(config, **options):  # type: ignore[no-untyped-def]
     ontology = load_ontology(ONTOLOGY)
     corpus = load_prose_corpus(CORPUS, ontology).scoped(config.limit)
     return plan_run(
@@ -18,6 +21,8 @@ def plan(config):  # type: ignore[no-untyped-def]
         corpus_path=str(CORPUS),
         corpus_digest=corpus.digest,
         environ={},
+        expected=corpus.expected_graphs(),
+        **options,
     )
 
 
@@ -39,6 +44,27 @@ def test_plan_content(tmp_path: Path) -> None:
     text = p.render()
     assert "r = cassette:path=" in text and "(48 records)" in text
     assert "guards: none would abort" in text
+
+
+def test_one_modes_plan_covers_that_mode_only(tmp_path: Path) -> None:
+    """What one mode's `run_plan` partition asks for: its own keys, calls and judge cost."""
+    config = make_config(
+        tmp_path, {"o": "oracle", "r": f"cassette:path={RULES}", "live": "oai-http:url=http://h"}
+    )
+    p = plan(config, modes=["open"], judge_coverage=True)
+    assert p.modes == ("open",)
+    assert p.backends["r"].coverage == {"open": 4}
+    assert p.backends["live"].planned_calls == {"open": 8}
+    assert p.judge["planned_calls"] == 2 * 3 * 4  # one mode
+    assert set(p.judge["cache"]) == {"cached", "uncached", "unknown"}
+    # The live backend's open-mode extractions do not exist yet: 3 axes x 4 chunks unknown.
+    assert p.judge["cache"]["unknown"] == 3 * 4
+
+
+def test_planning_a_mode_the_run_does_not_have_is_a_config_error(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"o": "oracle", "p": "oracle"}, modes=("strict",))
+    with pytest.raises(ConfigError, match=r"'open'.*the run's modes are \('strict',\)"):
+        plan(config, modes=["open"])
 
 
 def test_pairwise_judge_plan(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from ..config import EvalsConfig
 from ..errors import EvalsError
 from ..extractors.base import Extractor
 from ..extractors.oracle import OracleExtractor
-from ..models import Episode, ExtractionResult
+from ..models import Episode, ExtractionResult, OntologyMode
 from ..ontology import Ontology
 from ..options import ExtractOptions
 from ..runner import extract_all, run_sync
@@ -53,8 +53,10 @@ def judge_cache_coverage(
     ontology: Ontology | None,
     expected: Mapping[str, ExtractionResult],
     corpus_digest: str,
+    modes: Sequence[OntologyMode] | None = None,
 ) -> dict[str, Any]:
-    """{"cached": n, "uncached": n, "unknown": n} over the judge calls the run would plan."""
+    """{"cached": n, "uncached": n, "unknown": n} over the judge calls the run would plan
+    (in `modes`; default, every mode of the run)."""
     try:
         cache = JudgeCache(config.judge.cache)
     except EvalsError as exc:
@@ -67,7 +69,7 @@ def judge_cache_coverage(
     def count(prompt: tuple[str, str, str]) -> None:
         counts["cached" if judge_key(*prompt, model) in cache else "uncached"] += 1
 
-    for mode in config.active_modes:
+    for mode in config.active_modes if modes is None else modes:
         options = ExtractOptions.for_mode(
             mode, ontology, config.max_tokens_entities, config.max_tokens_edges
         )
