@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -79,34 +80,40 @@ def _validate(shape: type[T], value: Any) -> T | None:
         return None
 
 
-def _embedded_objects(text: str) -> list[Any]:
-    """JSON objects found inside fences first, then at each `{` of the surrounding prose."""
-    found: list[Any] = []
-    for block in _FENCE.findall(text):
+_DECODER = json.JSONDecoder()
+# The first character of any JSON document (after whitespace). json.loads fails on text that
+# starts otherwise (prose around an object, a fence), so it is not tried on such text.
+_JSON_START = frozenset('{["-0123456789tfnNI')
+
+
+def _embedded_objects(text: str) -> Iterator[Any]:
+    """JSON objects found inside fences first, then at the first `{` of the surrounding prose
+    that starts one. Lazy: a reply whose fenced object fits is not decoded a second time."""
+    for match in _FENCE.finditer(text):
         with contextlib.suppress(ValueError):
-            found.append(json.loads(block))
-    decoder = json.JSONDecoder()
+            yield json.loads(match.group(1))
     start = text.find("{")
     while start != -1:
         try:
-            value, _end = decoder.raw_decode(text, start)
+            value, _end = _DECODER.raw_decode(text, start)
         except ValueError:
             start = text.find("{", start + 1)
             continue
-        found.append(value)
-        break
-    return found
+        yield value
+        return
 
 
 def parse_structured(text: str, shape: type[T]) -> tuple[T | None, ParseStatus]:
     """Parse `text` as `shape`, reporting clean / recovered / malformed."""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        pass
-    else:
-        parsed = _validate(shape, value)
-        return (parsed, "clean") if parsed is not None else (None, "malformed")
+    head = text.lstrip()[:1]
+    if head in _JSON_START:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            pass
+        else:
+            parsed = _validate(shape, value)
+            return (parsed, "clean") if parsed is not None else (None, "malformed")
     for candidate in _embedded_objects(text):
         parsed = _validate(shape, candidate)
         if parsed is not None:

@@ -165,8 +165,8 @@ def _relation_vocabulary(ontology: Ontology) -> str:
     return "\n".join(lines)
 
 
-def render_extract_prompts(episode: Episode, options: ExtractOptions) -> ExtractPrompts:
-    """Render the entity and edge prompts for one episode under one ontology regime.
+def _system_prompts(options: ExtractOptions) -> tuple[str, str]:
+    """(entity system, edge system): they depend on the options only, not on the episode.
 
     freeform: the model invents its vocabulary. open: the ontology is suggested, other types are
     allowed when nothing fits. strict: the ontology is a closed list.
@@ -192,10 +192,38 @@ def render_extract_prompts(episode: Episode, options: ExtractOptions) -> Extract
         rel_onto = "\n\nAllowed relation types (closed list, source -> target):\n" + (
             _relation_vocabulary(ontology)
         )
+    return (
+        ENTITY_SYSTEM.substitute(type_rule=type_rule, ontology=ent_onto),
+        EDGE_SYSTEM.substitute(relation_rule=relation_rule, ontology=rel_onto),
+    )
+
+
+# Rendered system prompts by the identity of the (frozen) options object they were rendered
+# for: a run renders every chunk under a handful of options objects, and hashing an options
+# object (the whole ontology) would cost as much as rendering. The entry holds the options, so
+# its id cannot be reused while cached; the cache is cleared when it fills.
+_SYSTEMS_CACHE: dict[int, tuple[ExtractOptions, tuple[str, str]]] = {}
+_SYSTEMS_CACHE_SIZE = 64
+
+
+def _cached_system_prompts(options: ExtractOptions) -> tuple[str, str]:
+    hit = _SYSTEMS_CACHE.get(id(options))
+    if hit is not None and hit[0] is options:
+        return hit[1]
+    systems = _system_prompts(options)
+    if len(_SYSTEMS_CACHE) >= _SYSTEMS_CACHE_SIZE:
+        _SYSTEMS_CACHE.clear()
+    _SYSTEMS_CACHE[id(options)] = (options, systems)
+    return systems
+
+
+def render_extract_prompts(episode: Episode, options: ExtractOptions) -> ExtractPrompts:
+    """Render the entity and edge prompts for one episode under one ontology regime."""
+    entity_system, edge_system = _cached_system_prompts(options)
     return ExtractPrompts(
-        entity_system=ENTITY_SYSTEM.substitute(type_rule=type_rule, ontology=ent_onto),
+        entity_system=entity_system,
         entity_user=ENTITY_USER.substitute(_episode_vars(episode)),
-        edge_system=EDGE_SYSTEM.substitute(relation_rule=relation_rule, ontology=rel_onto),
+        edge_system=edge_system,
         episode=episode,
     )
 

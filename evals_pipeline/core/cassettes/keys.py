@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from json.encoder import encode_basestring
 from typing import Any
 
 from ..models import Episode
@@ -24,6 +25,37 @@ def canonical_json(value: Any) -> str:
 
 def _sha256(material: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_json(material).encode("utf-8")).hexdigest()
+
+
+# JSON encodings of long strings that recur in many keys (the system prompts, one object per
+# options, see prompts.py), by identity; each entry holds its string, so the id stays unique.
+_ENCODED: dict[int, tuple[str, str]] = {}
+_ENCODED_SIZE = 256
+_RECURRING = 512  # strings at least this long are worth remembering
+
+
+def _encoded_string(value: str) -> str:
+    if len(value) < _RECURRING:
+        return encode_basestring(value)
+    hit = _ENCODED.get(id(value))
+    if hit is not None and hit[0] is value:
+        return hit[1]
+    encoded = encode_basestring(value)
+    if len(_ENCODED) >= _ENCODED_SIZE:
+        _ENCODED.clear()
+    _ENCODED[id(value)] = (value, encoded)
+    return encoded
+
+
+def _flat_sha256(material: Mapping[str, Any]) -> str:
+    """`_sha256` of a flat object, byte for byte: `canonical_json` writes a string value with
+    `encode_basestring` and the object as sorted `"key":value` pairs joined by commas, so this
+    does the same, reusing the encodings of recurring long strings."""
+    parts = []
+    for name, value in sorted(material.items()):
+        encoded = _encoded_string(value) if isinstance(value, str) else canonical_json(value)
+        parts.append(f"{encode_basestring(name)}:{encoded}")
+    return hashlib.sha256(("{" + ",".join(parts) + "}").encode("utf-8")).hexdigest()
 
 
 def extract_request(
@@ -56,7 +88,7 @@ def extract_request(
 def extract_key(
     episode: Episode, options: ExtractOptions, prompts: ExtractPrompts | None = None
 ) -> str:
-    return _sha256({"call_type": "extract", **extract_request(episode, options, prompts)})
+    return _flat_sha256({"call_type": "extract", **extract_request(episode, options, prompts)})
 
 
 def classify_request(items: Mapping[str, str], types: Sequence[str]) -> dict[str, Any]:

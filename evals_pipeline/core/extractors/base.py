@@ -238,12 +238,7 @@ async def run_extract(
         if entities_reply is None:
             assert failure is not None
             raise _StageFailure(failure)
-        entities = tuple(
-            Entity(
-                name=e.name, type=e.type, summary=e.summary, quote=e.quote, properties=e.properties
-            )
-            for e in entities_reply.entities
-        )
+        entities = tuple(e.to_entity() for e in entities_reply.entities)
         edges_reply, failure = await _run_stage(
             transport,
             ChatRequest(
@@ -266,10 +261,7 @@ async def run_extract(
         ) from exc.__cause__
     edges: tuple[Edge, ...] = ()
     if edges_reply is not None:
-        edges = tuple(
-            Edge(source=e.source, target=e.target, relation=e.relation, fact=e.fact, quote=e.quote)
-            for e in edges_reply.edges
-        )
+        edges = tuple(e.to_edge() for e in edges_reply.edges)
     if failure is not None:
         failures.append(failure)
     return ExtractionOutcome(

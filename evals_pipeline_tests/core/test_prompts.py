@@ -1,0 +1,41 @@
+"""Rendered prompts: the per-options cache of system prompts never serves another's text."""
+
+from __future__ import annotations
+
+from evals_pipeline.core import prompts
+from evals_pipeline.core.models import Episode
+from evals_pipeline.core.ontology import EntityType, Ontology, RelationType
+from evals_pipeline.core.options import ExtractOptions
+from evals_pipeline.core.prompts import _system_prompts, render_extract_prompts
+
+EPISODE = Episode(name="c1", body="Ada Lovelace was born in London.")
+
+
+def _ontology(tag: str) -> Ontology:
+    return Ontology(
+        name=tag,
+        entity_types=(EntityType(name=f"Person{tag}"),),
+        relation_types=(RelationType(name=f"BORN_IN_{tag}"),),
+    )
+
+
+def test_each_options_object_gets_its_own_system_prompts() -> None:
+    a = ExtractOptions.for_mode("strict", _ontology("A"))
+    b = ExtractOptions.for_mode("strict", _ontology("B"))
+    for options, tag, other in ((a, "A", "B"), (b, "B", "A"), (a, "A", "B")):
+        rendered = render_extract_prompts(EPISODE, options)
+        assert f"Person{tag}" in rendered.entity_system
+        assert f"Person{other}" not in rendered.entity_system
+        assert f"BORN_IN_{tag}" in rendered.edge_system
+        assert (rendered.entity_system, rendered.edge_system) == _system_prompts(options)
+
+
+def test_equal_options_render_equal_prompts_and_a_full_cache_starts_over() -> None:
+    first = render_extract_prompts(EPISODE, ExtractOptions.for_mode("open", _ontology("A")))
+    many = [ExtractOptions.for_mode("open", _ontology(str(i))) for i in range(150)]
+    for i, options in enumerate(many):
+        assert f"Person{i}" in render_extract_prompts(EPISODE, options).entity_system
+    assert len(prompts._SYSTEMS_CACHE) <= prompts._SYSTEMS_CACHE_SIZE
+    again = render_extract_prompts(EPISODE, ExtractOptions.for_mode("open", _ontology("A")))
+    assert (again.entity_system, again.edge_system) == (first.entity_system, first.edge_system)
+    assert again.entity_user == first.entity_user and "Ada Lovelace" in again.entity_user
