@@ -223,3 +223,51 @@ def test_a_full_disk_is_a_typed_error_and_keeps_earlier_records(
     with pytest.raises(CassetteCorrupt) as corrupt:  # the torn line is named, not hidden
         load_cassette(path)
     assert corrupt.value.line == 3
+
+
+def _write(path: Path, *keys: str) -> None:
+    path.write_text("".join(record(k).model_dump_json() + "\n" for k in keys))
+
+
+def test_read_only_loads_of_an_unchanged_file_are_shared(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    _write(path, "a", "b")
+    first = load_cassette(path, unique=True)
+    assert load_cassette(path, unique=True) is first
+    assert load_cassette(path, consume=False) is not first  # another kind of load
+    fifo = load_cassette(path)  # consuming loads are never shared: each serves its own FIFO
+    assert load_cassette(path) is not fifo
+
+
+def test_an_appended_or_rewritten_file_is_loaded_afresh(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    _write(path, "a", "b")
+    first = load_cassette(path, unique=True)
+    CassetteWriter(path).append(record("c"))
+    appended = load_cassette(path, unique=True)
+    assert appended is not first and "c" in appended and len(appended) == 3
+    # Same size, same inode, written within the same clock tick: only the content differs.
+    _write(path, "x", "y", "z")
+    rewritten = load_cassette(path, unique=True)
+    assert "x" in rewritten and "a" not in rewritten
+    # A duplicate written in place is still found: the bad file is loaded, not a memory of it.
+    _write(path, "x", "x", "z")
+    with pytest.raises(CassetteDuplicateKey):
+        load_cassette(path, unique=True)
+
+
+def test_the_shared_loads_are_bounded_by_records_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evals_pipeline.core.cassettes import store
+
+    store.clear_load_memo()
+    monkeypatch.setattr(store, "MEMO_MAX_RECORDS", 4)
+    paths = [tmp_path / f"{i}.jsonl" for i in range(3)]
+    for i, path in enumerate(paths):
+        _write(path, f"{i}-a", f"{i}-b")
+    loaded = [load_cassette(p, unique=True) for p in paths]
+    assert store._memo_records <= 4
+    assert load_cassette(paths[2], unique=True) is loaded[2]  # the most recent is kept
+    assert load_cassette(paths[0], unique=True) is not loaded[0]  # the oldest was evicted
+    store.clear_load_memo()
