@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 import time
-
-import anthropic
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, MalformedReply, TransportError
 from ..models import Attempt, ChatRequest
 from .base import LoopBound, Reply
+
+if TYPE_CHECKING:
+    import anthropic
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 API_KEY_ENV = "ANTHROPIC_API_KEY"
@@ -42,6 +44,8 @@ class AnthropicTransport:
         self._clients = LoopBound(self._new_client)
 
     def _new_client(self) -> anthropic.AsyncAnthropic:
+        import anthropic  # on first use: importing the SDK costs ~1.5 s, most runs never call it
+
         return anthropic.AsyncAnthropic(
             api_key=self._key,
             base_url=self._base_url,
@@ -50,6 +54,8 @@ class AnthropicTransport:
         )
 
     async def complete(self, request: ChatRequest) -> Reply:
+        import anthropic  # loaded by _new_client already; this binds the name here
+
         started = time.perf_counter()
         try:
             raw = await self._clients.get().messages.with_raw_response.create(

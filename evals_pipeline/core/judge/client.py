@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-
-import anthropic
+from typing import TYPE_CHECKING
 
 from ..errors import TransportError
 from ..extractors.anthropic import BASE_URL_ENV
 from ..extractors.base import LoopBound
 from .cache import JudgeCache, judge_key
+
+if TYPE_CHECKING:
+    import anthropic
 
 DEFAULT_JUDGE_MODEL = "claude-sonnet-4-6"
 
@@ -46,6 +48,8 @@ class JudgeClient:
         self.hits = 0
 
     def _new_client(self) -> anthropic.AsyncAnthropic:
+        import anthropic  # on first use: importing the SDK costs ~1.5 s, most runs never call it
+
         return anthropic.AsyncAnthropic(
             api_key=self._key,
             base_url=self._base_url,
@@ -54,6 +58,8 @@ class JudgeClient:
         )
 
     async def judge(self, prompt_name: str, system: str, user: str) -> str:
+        import anthropic  # on first use, as in _new_client
+
         key = judge_key(prompt_name, system, user, self.model)
         cached = self.cache.get(key)
         if cached is not None:

@@ -10,13 +10,12 @@ import io
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
-
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, Any
 
 from .files import write_bytes_atomic
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 _MODE_COLOURS = {"freeform": "#4C72B0", "open": "#55A868", "strict": "#C44E52"}
 _FALLBACK_COLOURS = ("#8172B2", "#CCB974", "#64B5CD", "#937860")
@@ -70,6 +69,10 @@ def plot_f1_by_mode(matrix: Mapping[str, Any], path: Path) -> Path:
     reports: Mapping[str, Any] = matrix.get("reports") or {}
     references = {r.get("reference") for r in reports.values()}
     labels = [f"{b}\n(reference)" if references == {b} else b for b in backends]
+    # On first use: matplotlib costs ~0.5 s to import, in every process that loads the graph.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(max(6.0, 1.6 * len(backends) + 3.0) * 2, 4.8), layout="constrained")
     FigureCanvasAgg(fig)
     edges_ax, entities_ax = fig.subplots(1, 2, sharey=True)
