@@ -88,8 +88,9 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _write_project(tmp_path: Path) -> tuple[Path, Path]:
-    """A config over the repo's inputs writing only under tmp_path, and a DAGSTER_HOME."""
+def _write_project(tmp_path: Path, extra: str = "", instance: str = "") -> tuple[Path, Path]:
+    """A config over the repo's inputs writing only under tmp_path, and a DAGSTER_HOME.
+    `extra` is appended to the project file, `instance` to the instance's dagster.yaml."""
     config = tmp_path / "evals.yaml"
     config.write_text(
         "backends:\n"
@@ -105,10 +106,11 @@ def _write_project(tmp_path: Path) -> tuple[Path, Path]:
         f"cache_dir: {tmp_path / 'cache'}\n"
         "judge:\n"
         f"  cache: {tmp_path / 'judge_cache.jsonl'}\n"
+        f"golden_dir: {tmp_path / 'no-golden-set'}\n" + extra
     )
     home = tmp_path / "home"
     home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n" + instance)
     return config, home
 
 
@@ -172,8 +174,10 @@ def _tail(log: Path, n: int = 40) -> str:
 
 
 @contextlib.contextmanager
-def _dagster_dev(tmp_path: Path) -> Iterator[tuple[str, Path, subprocess.Popen[bytes], list[str]]]:
-    config, home = _write_project(tmp_path)
+def _dagster_dev(
+    tmp_path: Path, extra: str = "", instance: str = ""
+) -> Iterator[tuple[str, Path, subprocess.Popen[bytes], list[str]]]:
+    config, home = _write_project(tmp_path, extra, instance)
     shutil.copyfile(REPO / "workspace.yaml", tmp_path / "workspace.yaml")
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
@@ -223,8 +227,9 @@ def _locations_loaded(base: str) -> bool:
     return bool(entries) and all(e["loadStatus"] == "LOADED" for e in entries)
 
 
-def _graphql(base: str, query: str) -> dict[str, Any]:
-    response = httpx.post(f"{base}/graphql", json={"query": query}, timeout=REQUEST_TIMEOUT_S)
+def _graphql(base: str, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
+    payload = {"query": query, "variables": variables or {}}
+    response = httpx.post(f"{base}/graphql", json=payload, timeout=REQUEST_TIMEOUT_S)
     response.raise_for_status()
     body = response.json()
     assert "errors" not in body, body["errors"]
@@ -282,3 +287,68 @@ def test_dagster_dev_serves_the_partitioned_asset_graph(tmp_path: Path) -> None:
 
     comparison_checks = nodes["reference_comparison"]["assetChecksOrError"]["checks"]
     assert "fresh_recordings_distinct" in {c["name"] for c in comparison_checks}
+
+
+LAUNCH_BACKFILL = """
+mutation ($params: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $params) {
+    __typename
+    ... on LaunchBackfillSuccess { backfillId }
+    ... on PythonError { message }
+  }
+}
+"""
+
+BACKFILL_RUNS = """
+query ($id: String!) {
+  runsOrError(filter: {tags: [{key: "dagster/backfill", value: $id}]}) {
+    __typename
+    ... on Runs {
+      results {
+        runId
+        status
+        startTime
+        endTime
+        tags { key value }
+        eventConnection { events { __typename ... on MessageEvent { stepKey } } }
+      }
+    }
+  }
+}
+"""
+
+BACKFILL_TIMEOUT_S = 240.0
+DONE = {"SUCCESS", "FAILURE", "CANCELED"}
+
+
+def test_a_backfill_runs_the_mode_partitions_in_parallel_on_the_multiprocess_executor(
+    tmp_path: Path,
+) -> None:
+    """A backfill across the ontology-mode partitions, launched as from the UI, is one run per
+    partition; the daemon's run queue launches them together (each in a process of its own,
+    each step in a process of its own under `executor: multiprocess`), and they overlap."""
+    extra = "executor: multiprocess\nmax_concurrent: 1\n"
+    instance = "concurrency:\n  runs:\n    max_concurrent_runs: 3\n"
+    with _dagster_dev(tmp_path, extra, instance) as (base, log, _proc, _stopped):
+        params = {"assetSelection": [{"path": ["corpus"]}], "partitionNames": list(MODES)}
+        launched = _graphql(base, LAUNCH_BACKFILL, {"params": params})["launchPartitionBackfill"]
+        assert launched["__typename"] == "LaunchBackfillSuccess", launched
+        backfill = launched["backfillId"]
+        deadline = time.monotonic() + BACKFILL_TIMEOUT_S
+        while True:
+            runs = _graphql(base, BACKFILL_RUNS, {"id": backfill})["runsOrError"]["results"]
+            if len(runs) == len(MODES) and all(r["status"] in DONE for r in runs):
+                break
+            if time.monotonic() > deadline:
+                pytest.fail(f"backfill not done in {BACKFILL_TIMEOUT_S} s: {runs}\n{_tail(log)}")
+            time.sleep(1.0)
+    partitions = {t["value"] for r in runs for t in r["tags"] if t["key"] == "dagster/partition"}
+    assert partitions == set(MODES)  # one run per partition
+    assert all(r["status"] == "SUCCESS" for r in runs), runs
+    for run in runs:
+        kinds = [e["__typename"] for e in run["eventConnection"]["events"]]
+        assert "StepWorkerStartedEvent" in kinds, kinds  # the step ran in a process of its own
+    # Every run had started before any of them finished: the partitions ran at the same time.
+    assert max(r["startTime"] for r in runs) < min(r["endTime"] for r in runs), [
+        (r["startTime"], r["endTime"]) for r in runs
+    ]
