@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from string import Template
 
+from .memo import IdentityMemo
 from .models import Entity, Episode
 from .ontology import Ontology, PropertyType
 from .options import ExtractOptions
@@ -198,34 +199,31 @@ def _system_prompts(options: ExtractOptions) -> tuple[str, str]:
     )
 
 
-# Rendered system prompts by the identity of the (frozen) options object they were rendered
-# for: a run renders every chunk under a handful of options objects, and hashing an options
-# object (the whole ontology) would cost as much as rendering. The entry holds the options, so
-# its id cannot be reused while cached; the cache is cleared when it fills.
-_SYSTEMS_CACHE: dict[int, tuple[ExtractOptions, tuple[str, str]]] = {}
-_SYSTEMS_CACHE_SIZE = 64
+# System prompts by options object, and whole renders by (episode, options): a run renders
+# every chunk under a handful of options objects, and one extract call asks for the same render
+# several times (the extraction cache, the recorder and the replayer each derive its key).
+_SYSTEMS_CACHE: IdentityMemo[tuple[str, str]] = IdentityMemo(64)
+_RENDERS: IdentityMemo[ExtractPrompts] = IdentityMemo(1024)
 
 
 def _cached_system_prompts(options: ExtractOptions) -> tuple[str, str]:
-    hit = _SYSTEMS_CACHE.get(id(options))
-    if hit is not None and hit[0] is options:
-        return hit[1]
-    systems = _system_prompts(options)
-    if len(_SYSTEMS_CACHE) >= _SYSTEMS_CACHE_SIZE:
-        _SYSTEMS_CACHE.clear()
-    _SYSTEMS_CACHE[id(options)] = (options, systems)
-    return systems
+    hit = _SYSTEMS_CACHE.get(options)
+    return hit if hit is not None else _SYSTEMS_CACHE.put((options,), _system_prompts(options))
 
 
 def render_extract_prompts(episode: Episode, options: ExtractOptions) -> ExtractPrompts:
     """Render the entity and edge prompts for one episode under one ontology regime."""
+    hit = _RENDERS.get(episode, options)
+    if hit is not None:
+        return hit
     entity_system, edge_system = _cached_system_prompts(options)
-    return ExtractPrompts(
+    rendered = ExtractPrompts(
         entity_system=entity_system,
         entity_user=ENTITY_USER.substitute(_episode_vars(episode)),
         edge_system=edge_system,
         episode=episode,
     )
+    return _RENDERS.put((episode, options), rendered)
 
 
 def render_classify_prompt(

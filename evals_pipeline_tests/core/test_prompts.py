@@ -35,7 +35,7 @@ def test_equal_options_render_equal_prompts_and_a_full_cache_starts_over() -> No
     many = [ExtractOptions.for_mode("open", _ontology(str(i))) for i in range(150)]
     for i, options in enumerate(many):
         assert f"Person{i}" in render_extract_prompts(EPISODE, options).entity_system
-    assert len(prompts._SYSTEMS_CACHE) <= prompts._SYSTEMS_CACHE_SIZE
+    assert len(prompts._SYSTEMS_CACHE) <= prompts._SYSTEMS_CACHE.size
     again = render_extract_prompts(EPISODE, ExtractOptions.for_mode("open", _ontology("A")))
     assert (again.entity_system, again.edge_system) == (first.entity_system, first.edge_system)
     assert again.entity_user == first.entity_user and "Ada Lovelace" in again.entity_user

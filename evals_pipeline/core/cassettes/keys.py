@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from json.encoder import encode_basestring
 from typing import Any
 
+from ..memo import IdentityMemo
 from ..models import Episode
 from ..options import ExtractOptions
 from ..prompts import ExtractPrompts, render_extract_prompts
@@ -28,23 +29,18 @@ def _sha256(material: Mapping[str, Any]) -> str:
 
 
 # JSON encodings of long strings that recur in many keys (the system prompts, one object per
-# options, see prompts.py), by identity; each entry holds its string, so the id stays unique.
-_ENCODED: dict[int, tuple[str, str]] = {}
-_ENCODED_SIZE = 256
+# options, see prompts.py), and whole extract keys by (episode, options): one extract call derives
+# its key in the extraction cache, the recorder and the replayer.
+_ENCODED: IdentityMemo[str] = IdentityMemo(256)
+_EXTRACT_KEYS: IdentityMemo[str] = IdentityMemo(1024)
 _RECURRING = 512  # strings at least this long are worth remembering
 
 
 def _encoded_string(value: str) -> str:
     if len(value) < _RECURRING:
         return encode_basestring(value)
-    hit = _ENCODED.get(id(value))
-    if hit is not None and hit[0] is value:
-        return hit[1]
-    encoded = encode_basestring(value)
-    if len(_ENCODED) >= _ENCODED_SIZE:
-        _ENCODED.clear()
-    _ENCODED[id(value)] = (value, encoded)
-    return encoded
+    hit = _ENCODED.get(value)
+    return hit if hit is not None else _ENCODED.put((value,), encode_basestring(value))
 
 
 def _flat_sha256(material: Mapping[str, Any]) -> str:
@@ -88,7 +84,11 @@ def extract_request(
 def extract_key(
     episode: Episode, options: ExtractOptions, prompts: ExtractPrompts | None = None
 ) -> str:
-    return _flat_sha256({"call_type": "extract", **extract_request(episode, options, prompts)})
+    hit = _EXTRACT_KEYS.get(episode, options)
+    if hit is not None:
+        return hit
+    key = _flat_sha256({"call_type": "extract", **extract_request(episode, options, prompts)})
+    return _EXTRACT_KEYS.put((episode, options), key)
 
 
 def classify_request(items: Mapping[str, str], types: Sequence[str]) -> dict[str, Any]:
