@@ -35,3 +35,7 @@ class IdentityMemo(Generic[V]):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()

@@ -17,7 +17,7 @@ from typing import Any
 
 from .cassettes.cache import backend_fingerprint, cache_path, file_digest
 from .cassettes.keys import extract_key
-from .cassettes.store import Cassette, load_cassette
+from .cassettes.store import Cassette, CassetteIndex, index_cassette, load_cassette
 from .config import EvalsConfig
 from .errors import CassetteCorrupt, CassetteDuplicateKey, ConfigError
 from .extractors.anthropic import API_KEY_ENV
@@ -122,9 +122,9 @@ class RunPlan:
 
 def _load_for_plan(
     name: str, path: Path, guards: list[Guard]
-) -> tuple[Cassette | None, int | None]:
+) -> tuple[CassetteIndex | None, int | None]:
     try:
-        cassette = load_cassette(path, unique=True)
+        cassette = index_cassette(path)
     except CassetteDuplicateKey as exc:
         guards.append(Guard("cassette_integrity", (name,), f"{name}: {exc}"))
         return None, None

@@ -136,11 +136,12 @@ class Cassette:
 # Read-only loads (consume=False) of unchanged files are shared: one materialisation checks a
 # cassette's integrity in the plan, again in its extraction step, then replays it, each in the
 # same process under the in-process executor. Keyed by each file's SHA-256 (a few ms per 10 MB,
-# against ~50 ms per 10 MB to load), so an appended or rewritten file is loaded afresh; bounded
-# by the records held.
-MEMO_MAX_RECORDS = 500_000
-_memo: OrderedDict[tuple[object, ...], Cassette] = OrderedDict()
-_memo_records = 0
+# against ~50 ms per 10 MB to load), so an appended or rewritten file is loaded afresh. Bounded
+# by the size of the files held (in memory a record takes several times its size on disk), so a
+# big cassette is loaded per use, as it always was, and never kept after it.
+MEMO_MAX_BYTES = 64 * 1024 * 1024
+_memo: OrderedDict[tuple[object, ...], tuple[Cassette, int]] = OrderedDict()
+_memo_bytes = 0
 _memo_lock = threading.Lock()
 
 
@@ -165,32 +166,35 @@ def _file_digest(path: Path) -> str | None:
 
 def _memo_get(key: tuple[object, ...]) -> Cassette | None:
     with _memo_lock:
-        cassette = _memo.get(key)
-        if cassette is not None:
-            _memo.move_to_end(key)
-        return cassette
+        entry = _memo.get(key)
+        if entry is None:
+            return None
+        _memo.move_to_end(key)
+        return entry[0]
 
 
-def _memo_put(key: tuple[object, ...], cassette: Cassette) -> None:
-    global _memo_records
-    if cassette.record_count > MEMO_MAX_RECORDS:
+def _memo_put(key: tuple[object, ...], cassette: Cassette, size: int) -> None:
+    global _memo_bytes
+    if size > MEMO_MAX_BYTES:
         return
     with _memo_lock:
         if key in _memo:
             return
-        _memo[key] = cassette
-        _memo_records += cassette.record_count
-        while _memo_records > MEMO_MAX_RECORDS:
-            _old_key, evicted = _memo.popitem(last=False)
-            _memo_records -= evicted.record_count
+        _memo[key] = (cassette, size)
+        _memo_bytes += size
+        while _memo_bytes > MEMO_MAX_BYTES:
+            _old_key, (_evicted, evicted_size) = _memo.popitem(last=False)
+            _memo_bytes -= evicted_size
 
 
 def clear_load_memo() -> None:
-    """Forget every shared read-only load (tests; a process that wants the memory back)."""
-    global _memo_records
+    """Forget every shared read-only load and every kept index (tests, benchmarks; a process
+    that wants the memory back)."""
+    global _memo_bytes
     with _memo_lock:
         _memo.clear()
-        _memo_records = 0
+        _indexes.clear()
+        _memo_bytes = 0
 
 
 def load_cassette(
@@ -212,6 +216,9 @@ def load_cassette(
     if consume:
         return _load(path_list, unique=unique, consume=consume, missing_ok=missing_ok)
     before = tuple(_file_state(p) for p in path_list)
+    size = sum(p.stat().st_size for p in path_list if p.exists())
+    if size > MEMO_MAX_BYTES:
+        return _load(path_list, unique=unique, consume=consume, missing_ok=missing_ok)
     memo_key = (unique, missing_ok, *((str(p.absolute()), _file_digest(p)) for p in path_list))
     hit = _memo_get(memo_key)
     if hit is not None:
@@ -219,7 +226,7 @@ def load_cassette(
     cassette = _load(path_list, unique=unique, consume=consume, missing_ok=missing_ok)
     # A file appended to while it was hashed or read must not be remembered as read.
     if before == tuple(_file_state(p) for p in path_list):
-        _memo_put(memo_key, cassette)
+        _memo_put(memo_key, cassette, size)
     return cassette
 
 
@@ -243,3 +250,45 @@ def _load(
                 queue.append(record)
                 cassette.record_count += 1
     return cassette
+
+
+@dataclass(frozen=True)
+class CassetteIndex:
+    """What a plan needs of a cassette: that it loads, its keys and its size, not its records."""
+
+    path: Path
+    keys: frozenset[str]
+    record_count: int
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.keys
+
+    def __len__(self) -> int:
+        return self.record_count
+
+
+# Indexes by file digest: every mode's plan and every extraction step re-check the guards of the
+# same unchanged cassettes; after the first, a re-check costs one hash of the file. Keys only, so
+# kept whatever the cassette's size (64-character keys, ~0.1 KB per record).
+_indexes: OrderedDict[tuple[str, str | None], CassetteIndex] = OrderedDict()
+_INDEXES_KEPT = 64
+
+
+def index_cassette(path: Path | str) -> CassetteIndex:
+    """Load `path` with unique keys (raising CassetteCorrupt / CassetteDuplicateKey as that load
+    does) and keep only its index; an unchanged file is not loaded again."""
+    path = Path(path)
+    before = _file_state(path)
+    memo_key = (str(path.absolute()), _file_digest(path))
+    with _memo_lock:
+        hit = _indexes.get(memo_key)
+    if hit is not None:
+        return hit
+    cassette = load_cassette(path, unique=True)
+    index = CassetteIndex(path, frozenset(cassette.keys()), len(cassette))
+    if before == _file_state(path):
+        with _memo_lock:
+            _indexes[memo_key] = index
+            while len(_indexes) > _INDEXES_KEPT:
+                _indexes.popitem(last=False)
+    return index

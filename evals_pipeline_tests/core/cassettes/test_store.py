@@ -256,18 +256,49 @@ def test_an_appended_or_rewritten_file_is_loaded_afresh(tmp_path: Path) -> None:
         load_cassette(path, unique=True)
 
 
-def test_the_shared_loads_are_bounded_by_records_held(
+def test_the_shared_loads_are_bounded_by_the_size_of_the_files_held(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from evals_pipeline.core.cassettes import store
 
     store.clear_load_memo()
-    monkeypatch.setattr(store, "MEMO_MAX_RECORDS", 4)
     paths = [tmp_path / f"{i}.jsonl" for i in range(3)]
     for i, path in enumerate(paths):
         _write(path, f"{i}-a", f"{i}-b")
+    size = paths[0].stat().st_size
+    monkeypatch.setattr(store, "MEMO_MAX_BYTES", 2 * size)
     loaded = [load_cassette(p, unique=True) for p in paths]
-    assert store._memo_records <= 4
+    assert store._memo_bytes <= 2 * size
     assert load_cassette(paths[2], unique=True) is loaded[2]  # the most recent is kept
     assert load_cassette(paths[0], unique=True) is not loaded[0]  # the oldest was evicted
+    big = tmp_path / "big.jsonl"
+    _write(big, *(f"big-{i}" for i in range(7)))  # larger than the whole budget
+    assert load_cassette(big, unique=True) is not load_cassette(big, unique=True)
+    store.clear_load_memo()
+
+
+def test_an_unchanged_cassette_is_indexed_once_and_a_changed_one_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evals_pipeline.core.cassettes import store
+
+    store.clear_load_memo()
+    monkeypatch.setattr(store, "MEMO_MAX_BYTES", 0)  # no shared full loads: count real ones
+    loads: list[tuple[Path, ...]] = []
+    real_load = store._load
+    monkeypatch.setattr(
+        store, "_load", lambda paths, **kw: loads.append(paths) or real_load(paths, **kw)
+    )
+    path = tmp_path / "c.jsonl"
+    _write(path, "a", "b")
+    first = store.index_cassette(path)
+    assert "a" in first and len(first) == 2 and "zz" not in first
+    assert store.index_cassette(path) is first and len(loads) == 1
+    CassetteWriter(path).append(record("c"))
+    assert "c" in store.index_cassette(path) and len(loads) == 2
+    _write(path, "x", "x")
+    for _ in range(2):  # a bad file is never remembered as good
+        with pytest.raises(CassetteDuplicateKey):
+            store.index_cassette(path)
+    assert len(loads) == 4
     store.clear_load_memo()
