@@ -155,8 +155,8 @@ def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         by_backend = {_split(k)[0]: v for k, v in fan_in(context, "bench_runs", bench_runs).items()}
         report = merge_rows(*(by_backend[b] for b in sorted(by_backend)))
         out_dir = evals.config.bench.output_dir / name
-        json_path, md_path = write_run(report, out_dir, render=render_gold_markdown)
-        markdown = md_path.read_text(encoding="utf-8")
+        markdown = render_gold_markdown(report)  # rendered once: written, and shown in the UI
+        json_path, md_path = write_run(report, out_dir, render=lambda _report: markdown)
         metadata: dict[str, Any] = {
             f"{row}/{rate}": float(value)
             for row, data in report["rows"].items()
