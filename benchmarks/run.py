@@ -464,6 +464,17 @@ def json_floor(paths: Sequence[Path]) -> int:
     return lines
 
 
+def forget_memos() -> None:
+    """Start cold: no cassette load, prompt render or key remembered from an earlier run (the
+    memos are for repeats within one materialisation, not across the benchmark's repeats)."""
+    from evals_pipeline.core import prompts
+    from evals_pipeline.core.cassettes import keys, store
+
+    store.clear_load_memo()
+    for memo in (prompts._RENDERS, prompts._SYSTEMS_CACHE, keys._EXTRACT_KEYS, keys._ENCODED):
+        memo.clear()
+
+
 def graph_path(
     paths: dict[str, Path],
     episodes: Sequence[Episode],
@@ -476,6 +487,7 @@ def graph_path(
     loaded once, as `build_extractor` does for a cassette backend (unique keys, no consumption).
     """
     clock = stages if stages is not None else {}
+    forget_memos()
 
     def lap(name: str, started: float) -> float:
         now = time.perf_counter()
@@ -607,6 +619,7 @@ def dagster_pipeline(
     corpus = folder / "chunks.jsonl"
     write_synthetic_corpus(corpus, chunks)
     config = pipeline_config(paths, corpus, folder)
+    forget_memos()
     seconds, outcome = timed(
         lambda: materialize_all(config, DagsterInstance.ephemeral(), quiet=True)
     )
@@ -1119,6 +1132,7 @@ def core_direct(ontology: Ontology) -> dict[str, Any]:
     per-mode reports and the matrix. No Dagster, no extraction cache, no files written."""
     from evals_pipeline.core.extractors.specs import build_extractor, parse_backend_spec
 
+    forget_memos()
     corpus = load_prose_corpus(CORPUS_PATH, ontology)
     episodes = list(corpus.episodes())
     specs = {
@@ -1187,6 +1201,7 @@ def section_dagster(quick: bool, work: Path) -> dict[str, Any]:
     for k in range(repeat):
         config = EvalsConfig(**shipped_config_data(folder, f"inproc{k}")).check("bench")
         instance = DagsterInstance.ephemeral()
+        forget_memos()
         seconds, outcome = timed(functools.partial(materialize_all, config, instance, quiet=True))
         if not outcome.success:
             raise RuntimeError(f"materialize_all failed: {outcome.failed_steps}")
