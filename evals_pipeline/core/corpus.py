@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import InputFileError
-from .files import field_path
+from .files import field_path, jsonl_lines
 from .models import Edge, Entity, Episode, ExtractionResult, SourceType
 from .ontology import Ontology
 
@@ -104,15 +104,7 @@ def load_prose_corpus(path: Path | str, ontology: Ontology | None = None) -> Pro
         raise InputFileError(path, "file not found") from None
     chunks: list[Chunk] = []
     first_line: dict[str, int] = {}
-    for lineno, raw in enumerate(data.split(b"\n"), start=1):
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InputFileError(
-                path, f"not UTF-8 text (byte {exc.start} of the line)", line=lineno
-            ) from None
-        if not text.strip():
-            continue
+    for lineno, text in jsonl_lines(path, data):
         record = _parse_line(path, lineno, text)
         if record.name in first_line:
             raise InputFileError(

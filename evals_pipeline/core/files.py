@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -52,3 +53,17 @@ def validate_file_model(
     except ValidationError as exc:
         first = exc.errors()[0]
         raise error(path, first["msg"], field=field_path(tuple(first["loc"]))) from None
+
+
+def jsonl_lines(path: Path, data: bytes) -> Iterator[tuple[int, str]]:
+    """(1-based line number, text) of each non-blank line of a JSONL file's bytes; a line that
+    is not UTF-8 raises InputFileError naming the line and the byte."""
+    for lineno, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputFileError(
+                path, f"not UTF-8 text (byte {exc.start} of the line)", line=lineno
+            ) from None
+        if text.strip():
+            yield lineno, text

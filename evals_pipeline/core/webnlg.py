@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .corpus import Chunk
 from .errors import InputFileError
-from .files import field_path, load_yaml, validate_file_model
+from .files import field_path, jsonl_lines, load_yaml, validate_file_model
 from .models import Edge, Entity, Episode, ExtractionResult
 from .ontology import EntityType, Ontology, RelationType
 
@@ -109,15 +109,7 @@ def load_webnlg(path: Path | str) -> WebNLGCorpus:
     chunks: list[Chunk] = []
     categories: dict[str, None] = {}
     first_line: dict[str, int] = {}
-    for lineno, raw in enumerate(data.split(b"\n"), start=1):
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InputFileError(
-                path, f"not UTF-8 text (byte {exc.start} of the line)", line=lineno
-            ) from None
-        if not text.strip():
-            continue
+    for lineno, text in jsonl_lines(path, data):
         record = _parse_line(path, lineno, text)
         if record.id in first_line:
             raise InputFileError(

@@ -23,7 +23,7 @@ from typing import Any, Literal, NoReturn
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import InputFileError
-from ..files import field_path, load_yaml
+from ..files import field_path, jsonl_lines, load_yaml
 from ..models import Edge, Entity, ExtractionResult, PropertyValue
 from ..ontology import EntityType, Ontology, load_ontology
 from .values import is_canonical, normalise_text, states
@@ -272,15 +272,7 @@ def _load_splits(root: Path, known: set[str]) -> dict[str, Split]:
 def _load_episodes(path: Path) -> list[_EpisodeLine]:
     out: list[_EpisodeLine] = []
     seen: set[str] = set()
-    for lineno, raw in enumerate(_read(path).split(b"\n"), start=1):
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InputFileError(
-                path, f"not UTF-8 text (byte {exc.start} of the line)", line=lineno
-            ) from None
-        if not text.strip():
-            continue
+    for lineno, text in jsonl_lines(path, _read(path)):
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as exc:
