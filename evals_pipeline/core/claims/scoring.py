@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from ..scoring.strict import PRF
 from .golden import GoldenExample, GoldenSet
@@ -82,6 +81,8 @@ def match_claims(
     # assignment maximises the match count first and breaks ties by total IoU.
     bonus = float(min(len(predicted), len(golden)) + 1)
     weights = np.where(eligible, bonus + iou, 0.0)
+    from scipy.optimize import linear_sum_assignment  # ~0.5 s to import; only scoring needs it
+
     rows, cols = linear_sum_assignment(weights, maximize=True)
     return tuple(
         ClaimMatch(int(r), int(c), float(iou[r, c]))

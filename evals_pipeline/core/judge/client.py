@@ -58,13 +58,13 @@ class JudgeClient:
         )
 
     async def judge(self, prompt_name: str, system: str, user: str) -> str:
-        import anthropic  # on first use, as in _new_client
-
         key = judge_key(prompt_name, system, user, self.model)
         cached = self.cache.get(key)
         if cached is not None:
             self.hits += 1
             return cached
+        import anthropic  # only for a call the cache cannot answer, as in _new_client
+
         async with self._gates.get():
             self.calls += 1
             try:
