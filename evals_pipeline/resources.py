@@ -3,26 +3,34 @@
 `EvalsResource` carries the resolved `EvalsConfig` as JSON (resources hold plain config) and
 turns it into core objects. It is the only place the Dagster layer builds extractors, so assets
 stay thin: every decision lives in the core.
+
+Resource config is stored in every job snapshot (the run database, the UI's resource pages), so
+a backend spec with a credential in it (a URL's user info or query string) is stored as its
+`describe()` form plus the SHA-256 of the real spec, which each process that builds the
+definitions keeps in memory (`_SEALED`) and puts back when the run reads its config.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from dagster import ConfigurableResource, EnvVar
+from pydantic import Field
 
 from .core.bench.gold import GoldCorpus, load_gold
 from .core.cassettes.cache import CachingExtractor, backend_fingerprint, cache_path
 from .core.cassettes.record import RecordingExtractor
 from .core.config import EvalsConfig
 from .core.corpus import ProseCorpus, load_prose_corpus
+from .core.errors import ConfigError
 from .core.extractors.anthropic import API_KEY_ENV
 from .core.extractors.base import Extractor
-from .core.extractors.specs import build_extractor
+from .core.extractors.specs import build_extractor, parse_backend_spec
 from .core.judge.cache import JudgeCache
 from .core.judge.client import JudgeClient
 from .core.models import Episode, OntologyMode
@@ -30,10 +38,65 @@ from .core.ontology import Ontology, load_ontology
 from .core.options import ExtractOptions
 from .core.plan import RunPlan, plan_run
 
+# The real spec of every backend whose spec carries a credential, by its SHA-256.
+_SEALED: dict[str, str] = {}
+
+
+def _seal(spec: str) -> tuple[str, str | None]:
+    """(what may be stored, the digest to find the real spec by, or None if nothing is secret)."""
+    parsed = parse_backend_spec(spec)
+    shown = parsed.describe()
+    if shown == parsed.raw:
+        return spec, None
+    digest = hashlib.sha256(parsed.raw.encode()).hexdigest()
+    _SEALED[digest] = parsed.raw
+    return shown, digest
+
+
+def _sealed_config(config: EvalsConfig) -> tuple[EvalsConfig, dict[str, str]]:
+    """`config` with every secret-bearing spec replaced by its `describe()` form, and
+    `{"backends.NAME" | "bench.backends.NAME": digest}` for each one replaced."""
+    sealed: dict[str, str] = {}
+
+    def seal_all(prefix: str, backends: dict[str, str]) -> dict[str, str]:
+        shown: dict[str, str] = {}
+        for name, spec in backends.items():
+            shown[name], digest = _seal(spec)
+            if digest is not None:
+                sealed[f"{prefix}backends.{name}"] = digest
+        return shown
+
+    bench = config.bench
+    bench_backends = None if bench.backends is None else seal_all("bench.", bench.backends)
+    update = {
+        "backends": seal_all("", config.backends),
+        "bench": bench.model_copy(update={"backends": bench_backends}),
+    }
+    return config.model_copy(update=update), sealed
+
 
 @functools.lru_cache(maxsize=8)
-def _parse(config_json: str) -> EvalsConfig:
-    return EvalsConfig.model_validate_json(config_json)
+def _parse(config_json: str, sealed: frozenset[tuple[str, str]]) -> EvalsConfig:
+    config = EvalsConfig.model_validate_json(config_json)
+    if not sealed:
+        return config
+    backends, bench_backends = dict(config.backends), dict(config.bench.backends or {})
+    for field, digest in sorted(sealed):
+        real = _SEALED.get(digest)
+        if real is None:
+            raise ConfigError(
+                f"{field}: the spec carries a credential, which is kept out of Dagster's "
+                "storage and this process never loaded it; build the definitions from the "
+                "same project file here (e.g. through the code location)"
+            )
+        table = bench_backends if field.startswith("bench.") else backends
+        table[field.rpartition(".")[2]] = real
+    bench = config.bench.backends is not None
+    update = {
+        "backends": backends,
+        "bench": config.bench.model_copy(update={"backends": bench_backends if bench else None}),
+    }
+    return config.model_copy(update=update)
 
 
 @functools.lru_cache(maxsize=8)
@@ -52,18 +115,23 @@ def _gold(name: str, path: str, split: str) -> GoldCorpus:
 
 
 class EvalsResource(ConfigurableResource):
-    config_json: str
+    config_json: str  # secret-bearing specs in their `describe()` form
+    sealed_specs: dict[str, str] = Field(
+        default_factory=dict
+    )  # field -> SHA-256 of its real spec (see `_SEALED`)
     anthropic_api_key: str | None = None
 
     @classmethod
     def from_config(cls, config: EvalsConfig) -> EvalsResource:
         # EnvVar with the variable unset fails every run at launch, so pass it only when set.
         key = EnvVar(API_KEY_ENV) if os.environ.get(API_KEY_ENV) else None
-        return cls(config_json=config.model_dump_json(), anthropic_api_key=key)
+        shown, sealed = _sealed_config(config)
+        return cls(config_json=shown.model_dump_json(), sealed_specs=sealed, anthropic_api_key=key)
 
     @property
     def config(self) -> EvalsConfig:
-        return _parse(self.config_json)
+        """The run's config with the real specs, credentials and all: never store it."""
+        return _parse(self.config_json, frozenset(self.sealed_specs.items()))
 
     def ontology(self) -> Ontology | None:
         onto = self.config.ontology

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from evals_pipeline_tests.conftest import TEST_API_KEY, TEST_OAI_KEY
+from evals_pipeline_tests.support.storage import sqlite_values
 
 _SECRETS = (TEST_API_KEY, TEST_OAI_KEY)
 
@@ -26,6 +27,14 @@ def test_no_test_key_in_anything_the_suite_wrote(
         data = path.read_bytes()
         scanned.append(path)
         leaks += [f"{path}: {secret[:12]}…" for secret in _SECRETS if secret.encode() in data]
+        if data.startswith(b"SQLite format 3\0"):  # Dagster's stores: compressed snapshots
+            cells = sqlite_values(path)
+            leaks += [
+                f"{path} (decompressed): {s[:12]}…"
+                for s in _SECRETS
+                for c in cells
+                if s.encode() in c
+            ]
     names = [p.name for p in scanned]
     # The scan is only meaningful if the suite actually recorded and logged something.
     assert any(n.endswith(".failures.jsonl") for n in names), "no sidecar was written"

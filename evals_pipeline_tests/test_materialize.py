@@ -15,6 +15,7 @@ from evals_pipeline.materialize import materialize_all
 from evals_pipeline_tests.pipeline_fixtures import CORPUS, RULES, SLOPPY, make_config
 from evals_pipeline_tests.support.deterministic_backend import openai_responder
 from evals_pipeline_tests.support.llm_servers import LoopbackLLMServer, openai_error
+from evals_pipeline_tests.support.storage import sqlite_values
 
 SHIPPED = {
     "oracle": "oracle",
@@ -244,3 +245,8 @@ def test_a_secret_in_a_backend_url_reaches_no_report_plan_or_event_log(tmp_path:
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert any(p.suffix == ".db" for p in written)  # the event log is on disk, and scanned
     assert [p for p in written if secret.encode() in p.read_bytes()] == []
+    # Dagster keeps job snapshots (which hold resource config) zlib-compressed in its SQLite
+    # stores, where a scan of the raw bytes cannot see a secret: decompress every blob too.
+    stored = [v for db in written if db.suffix == ".db" for v in sqlite_values(db)]
+    assert any(b"EvalsResource" in v for v in stored)  # the snapshots were found and read
+    assert [v[:200] for v in stored if secret.encode() in v] == []

@@ -1,0 +1,53 @@
+"""`EvalsResource`: what it stores is safe to store; what it hands the run is the real config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evals_pipeline import resources
+from evals_pipeline.core.errors import ConfigError
+from evals_pipeline.resources import EvalsResource
+from evals_pipeline_tests.pipeline_fixtures import make_config
+
+SECRET = "sk-sealed-7d21e0"
+URL = f"http://user:{SECRET}@127.0.0.1:9/v1/chat/completions?api-key={SECRET}"
+
+
+def _config(tmp_path: Path):  # type: ignore[no-untyped-def]
+    config = make_config(tmp_path, {"oracle": "oracle", "live": f"oai-http:url={URL}"})
+    bench = config.bench.model_copy(update={"backends": {"b-live": f"oai-http:url={URL}"}})
+    return config.model_copy(update={"bench": bench})
+
+
+def test_a_credential_in_a_spec_is_stored_as_its_description_and_restored_for_the_run(
+    tmp_path: Path,
+) -> None:
+    resource = EvalsResource.from_config(_config(tmp_path))
+    stored = resource.config_json + repr(resource.sealed_specs)
+    assert SECRET not in stored
+    assert "oai-http:url=http://127.0.0.1:9/v1/chat/completions" in resource.config_json
+    assert sorted(resource.sealed_specs) == ["backends.live", "bench.backends.b-live"]
+    config = resource.config
+    assert config.specs["live"].params["url"] == URL
+    assert config.bench_specs["b-live"].params["url"] == URL
+    assert config.backends["oracle"] == "oracle"
+
+
+def test_specs_without_a_credential_are_stored_as_they_are(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"oracle": "oracle", "plain": "oai-http:url=http://h:1/v1"})
+    resource = EvalsResource.from_config(config)
+    assert resource.sealed_specs == {}
+    assert resource.config_json == config.model_dump_json()
+    assert resource.config == config
+
+
+def test_a_process_that_never_loaded_the_sealed_spec_says_which_backend(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resource = EvalsResource.from_config(_config(tmp_path))
+    monkeypatch.setattr(resources, "_SEALED", {})  # as in a process that built nothing
+    resources._parse.cache_clear()
+    with pytest.raises(ConfigError, match=r"backends\.live: the spec carries a credential"):
+        _ = resource.config
