@@ -35,5 +35,31 @@ class CassetteRecord(BaseModel):
     response: CassetteResponse
 
 
+class ReplayResponse(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    transcript: tuple[StageTranscript, ...]
+
+
+class ReplayRecord(BaseModel):
+    """A record as a loaded cassette keeps it: what replay reads.
+
+    `request` (the rendered prompts, already summed up by the key) and `response.result` (the
+    parsed output, which replay derives afresh from the transcript) are written for people
+    reading the file and are most of its bytes. Loading still reads past them, so a line that
+    is not well-formed JSON is caught, but builds no objects for them: a loaded record is a
+    fraction of the memory, and of the collector's work, of a whole `CassetteRecord`.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    key: str
+    call_type: CallType
+    provider: str
+    model: str
+    timestamp: str
+    response: ReplayResponse
+
+
 def rfc3339_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

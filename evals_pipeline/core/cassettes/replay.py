@@ -23,7 +23,7 @@ from ..extractors.base import (
 from ..models import ChatRequest, ClassifyOutcome, Edge, Entity, Episode, ExtractionOutcome
 from ..options import ExtractOptions
 from ..prompts import render_extract_prompts
-from .format import CassetteRecord
+from .format import ReplayRecord
 from .keys import classify_key, extract_key
 from .store import Cassette, load_cassette
 
@@ -31,7 +31,7 @@ from .store import Cassette, load_cassette
 class _TranscriptTransport:
     """Answers each request with the next recorded attempt of the same stage."""
 
-    def __init__(self, record: CassetteRecord) -> None:
+    def __init__(self, record: ReplayRecord) -> None:
         self.provider = record.provider
         self.model = record.model
         self._record = record

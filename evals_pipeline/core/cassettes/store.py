@@ -16,13 +16,16 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from ..errors import CassetteCorrupt, CassetteDuplicateKey, CassetteMiss, CassetteWriteError
 from ..files import field_path
 from ..gc_tuning import gc_paused
-from .format import CassetteRecord
+from .format import CassetteRecord, ReplayRecord
+
+R = TypeVar("R", CassetteRecord, ReplayRecord)
 
 
 class JsonlAppender:
@@ -81,15 +84,21 @@ class CassetteWriter(JsonlAppender):
         self.append_model(record)
 
 
-def iter_records(path: Path | str) -> Iterator[tuple[int, CassetteRecord]]:
-    """(1-based line number, record) for every non-blank line; the first bad line raises."""
+def iter_records(
+    path: Path | str,
+    model: type[R] = CassetteRecord,  # type: ignore[assignment]
+) -> Iterator[tuple[int, R]]:
+    """(1-based line number, record) for every non-blank line; the first bad line raises.
+
+    `model=ReplayRecord` reads only what replay uses (see there), as `load_cassette` does.
+    """
     path = Path(path)
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             if not raw.strip():
                 continue
             try:
-                record = CassetteRecord.model_validate_json(raw)
+                record = model.model_validate_json(raw)
             except ValidationError as exc:
                 first = exc.errors()[0]
                 problem = first["msg"]
@@ -110,10 +119,10 @@ class Cassette:
     paths: tuple[Path, ...]
     unique: bool
     consume: bool
-    _by_key: dict[str, deque[CassetteRecord]] = field(default_factory=dict)
+    _by_key: dict[str, deque[ReplayRecord]] = field(default_factory=dict)
     record_count: int = 0
 
-    def take(self, key: str, call_type: str) -> CassetteRecord:
+    def take(self, key: str, call_type: str) -> ReplayRecord:
         queue = self._by_key.get(key)
         if not queue:
             where = self.paths[0] if len(self.paths) == 1 else None
@@ -137,9 +146,10 @@ class Cassette:
 # cassette's integrity in the plan, again in its extraction step, then replays it, each in the
 # same process under the in-process executor. Keyed by each file's SHA-256 (a few ms per 10 MB,
 # against ~50 ms per 10 MB to load), so an appended or rewritten file is loaded afresh. Bounded
-# by the size of the files held (in memory a record takes several times its size on disk), so a
-# big cassette is loaded per use, as it always was, and never kept after it.
-MEMO_MAX_BYTES = 64 * 1024 * 1024
+# by the size of the files held (a loaded `ReplayRecord` takes ~0.9 of its line's bytes, since
+# the prompts and parsed result are not kept), so a big cassette is loaded per use, as it always
+# was, and never kept after it.
+MEMO_MAX_BYTES = 256 * 1024 * 1024
 _memo: OrderedDict[tuple[object, ...], tuple[Cassette, int]] = OrderedDict()
 _memo_bytes = 0
 _memo_lock = threading.Lock()
@@ -241,7 +251,7 @@ def _load(
                 if missing_ok:
                     continue
                 raise CassetteCorrupt(path, 0, "cassette file not found")
-            for number, record in iter_records(path):
+            for number, record in iter_records(path, ReplayRecord):
                 queue = cassette._by_key.setdefault(record.key, deque())
                 if unique and queue:
                     _seen_path, seen_line = first_line[record.key]

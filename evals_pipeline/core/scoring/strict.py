@@ -19,11 +19,12 @@ and matches are one-to-one (a Counter intersection), so duplicates cannot be dou
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..gc_tuning import gc_paused
+from ..memo import IdentityMemo
 from ..models import ExtractionResult
 
 AXES: tuple[str, ...] = ("entities", "edges", "summaries")
@@ -87,35 +88,49 @@ class PRF:
         }
 
 
-def _keys(result: ExtractionResult | None, axis: str) -> Counter[Hashable]:
-    if result is None:
-        return Counter()
-    items: Iterable[Hashable]
-    if axis == "entities":
-        items = (normalize(e.name) for e in result.entities)
-    elif axis == "edges":
-        items = (
-            (normalize(e.source), normalize(e.relation), normalize(e.target)) for e in result.edges
-        )
-    elif axis == "summaries":
-        items = (
-            (normalize(e.name), summary)
-            for e in result.entities
-            if (summary := normalize(e.summary))
-        )
-    else:
-        raise ValueError(f"unknown axis {axis!r} (expected one of {AXES})")
-    return Counter(items)
+_ChunkKeys = dict[str, Counter[Hashable]]
+
+# A reference backend's chunks are compared with every candidate's: their keys are derived once.
+_KEYS: IdentityMemo[_ChunkKeys] = IdentityMemo(200_000)
+
+
+def _chunk_keys(result: ExtractionResult) -> _ChunkKeys:
+    """The normalised items of one chunk, per axis (each name normalised once)."""
+    hit = _KEYS.get(result)
+    if hit is not None:
+        return hit
+    names: list[str] = []
+    summaries: list[tuple[str, str]] = []
+    for entity in result.entities:
+        name = normalize(entity.name)
+        names.append(name)
+        if summary := normalize(entity.summary):
+            summaries.append((name, summary))
+    edges = [
+        (normalize(e.source), normalize(e.relation), normalize(e.target)) for e in result.edges
+    ]
+    keys: _ChunkKeys = {
+        "entities": Counter(names),
+        "edges": Counter(edges),
+        "summaries": Counter(summaries),
+    }
+    return _KEYS.put((result,), keys)
 
 
 def _prf(candidate: Counter[Hashable], reference: Counter[Hashable]) -> PRF:
-    tp = sum((candidate & reference).values())
-    return PRF(tp=tp, fp=sum(candidate.values()) - tp, fn=sum(reference.values()) - tp)
+    # The size of the multiset intersection, without building it.
+    tp = sum(min(n, reference[k]) for k, n in candidate.items() if k in reference)
+    return PRF(tp=tp, fp=candidate.total() - tp, fn=reference.total() - tp)
+
+
+_NOTHING: _ChunkKeys = {axis: Counter() for axis in AXES}
 
 
 def compare(candidate: ExtractionResult | None, reference: ExtractionResult) -> dict[str, PRF]:
     """PRF per axis for one chunk. A None candidate (a failed chunk) misses every reference item."""
-    return {axis: _prf(_keys(candidate, axis), _keys(reference, axis)) for axis in AXES}
+    cand = _NOTHING if candidate is None else _chunk_keys(candidate)
+    ref = _chunk_keys(reference)
+    return {axis: _prf(cand[axis], ref[axis]) for axis in AXES}
 
 
 @dataclass(frozen=True)

@@ -302,3 +302,22 @@ def test_an_unchanged_cassette_is_indexed_once_and_a_changed_one_again(
             store.index_cassette(path)
     assert len(loads) == 4
     store.clear_load_memo()
+
+
+def test_a_load_keeps_what_replay_reads_and_still_checks_the_rest_is_json(tmp_path: Path) -> None:
+    """`request` and `response.result` are read past, not built; a broken byte inside them is
+    still a corrupt line, named by number."""
+    path = tmp_path / "c.jsonl"
+    full = record("a" * 64).model_copy(update={"request": {"entity_system": "x" * 1000}})
+    write(path, full)
+    loaded = load_cassette(path).take("a" * 64, "extract")
+    assert loaded.response.transcript == full.response.transcript
+    assert (loaded.key, loaded.provider, loaded.model) == (full.key, full.provider, full.model)
+    assert not hasattr(loaded, "request") and not hasattr(loaded.response, "result")
+    good = path.read_text()
+    broken = good.replace('"entity_system":"x', '"entity_system":x', 1)
+    assert broken != good
+    path.write_text(good + broken)
+    with pytest.raises(CassetteCorrupt) as err:
+        load_cassette(path)
+    assert err.value.line == 2
