@@ -467,12 +467,9 @@ def json_floor(paths: Sequence[Path]) -> int:
 def forget_memos() -> None:
     """Start cold: no cassette load, prompt render or key remembered from an earlier run (the
     memos are for repeats within one materialisation, not across the benchmark's repeats)."""
-    from evals_pipeline.core import prompts
-    from evals_pipeline.core.cassettes import keys, store
+    from evals_pipeline.core import memo
 
-    store.clear_load_memo()
-    for memo in (prompts._RENDERS, prompts._SYSTEMS_CACHE, keys._EXTRACT_KEYS, keys._ENCODED):
-        memo.clear()
+    memo.forget_all()
 
 
 def graph_path(

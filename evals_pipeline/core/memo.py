@@ -9,9 +9,27 @@ ask again for the few objects a run is working on, not for a long tail.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 V = TypeVar("V")
+
+# How to empty every process-wide memo (each IdentityMemo, the shared cassette loads, the file
+# digests), for `forget_all`.
+_CLEARERS: list[Callable[[], None]] = []
+
+
+def on_forget(clear: Callable[[], None]) -> Callable[[], None]:
+    """Register `clear` to run on `forget_all()`; returns it (usable as a decorator)."""
+    _CLEARERS.append(clear)
+    return clear
+
+
+def forget_all() -> None:
+    """Empty every memo in the process: a benchmark's cold start, a test's, or a process that
+    wants the memory back. Never needed for correctness; each memo checks its own validity."""
+    for clear in _CLEARERS:
+        clear()
 
 
 class IdentityMemo(Generic[V]):
@@ -19,6 +37,7 @@ class IdentityMemo(Generic[V]):
         self.size = size
         self._entries: dict[tuple[int, ...], tuple[tuple[object, ...], V]] = {}
         self._lock = threading.Lock()
+        on_forget(self.clear)
 
     def get(self, *objects: object) -> V | None:
         entry = self._entries.get(tuple(map(id, objects)))

@@ -8,13 +8,11 @@ sloppy" instead of folding format failures into F1.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
-from collections.abc import Iterator
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from .models import Edge, Entity, ParseStatus
 
@@ -34,15 +32,6 @@ class EntityItem(_Loose):
     quote: str = ""
     properties: dict[str, str | int | float | bool] = Field(default_factory=dict)
 
-    def to_entity(self) -> Entity:
-        return Entity(
-            name=self.name,
-            type=self.type,
-            summary=self.summary,
-            quote=self.quote,
-            properties=self.properties,
-        )
-
 
 class EdgeItem(_Loose):
     source: str
@@ -50,15 +39,6 @@ class EdgeItem(_Loose):
     relation: str
     fact: str = ""
     quote: str = ""
-
-    def to_edge(self) -> Edge:
-        return Edge(
-            source=self.source,
-            target=self.target,
-            relation=self.relation,
-            fact=self.fact,
-            quote=self.quote,
-        )
 
 
 class EntitiesReply(_Loose):
@@ -71,6 +51,20 @@ class EdgesReply(_Loose):
 
 class TypesReply(_Loose):
     types: dict[str, str]
+
+
+# Items carry exactly the fields of Entity / Edge (extra keys were dropped), already validated
+# with the same types: one adapter call per reply turns them into the frozen models.
+_ENTITIES: TypeAdapter[tuple[Entity, ...]] = TypeAdapter(tuple[Entity, ...])
+_EDGES: TypeAdapter[tuple[Edge, ...]] = TypeAdapter(tuple[Edge, ...])
+
+
+def entities_of(reply: EntitiesReply) -> tuple[Entity, ...]:
+    return _ENTITIES.validate_python([item.__dict__ for item in reply.entities])
+
+
+def edges_of(reply: EdgesReply) -> tuple[Edge, ...]:
+    return _EDGES.validate_python([item.__dict__ for item in reply.edges])
 
 
 def _validate(shape: type[T], value: Any) -> T | None:
@@ -86,12 +80,30 @@ _DECODER = json.JSONDecoder()
 _JSON_START = frozenset('{["-0123456789tfnNI')
 
 
-def _embedded_objects(text: str) -> Iterator[Any]:
-    """JSON objects found inside fences first, then at the first `{` of the surrounding prose
-    that starts one. Lazy: a reply whose fenced object fits is not decoded a second time."""
+def _from_json(shape: type[T], text: str) -> T | None:
+    """`text` as `shape`, or None if it is JSON of another shape; ValueError if not JSON.
+
+    pydantic's parser first (one pass, no intermediate objects); where it refuses, `json.loads`
+    decides, so what counts as JSON is exactly what it always was (the two differ on edge
+    cases such as lone surrogates in a string).
+    """
+    try:
+        return shape.model_validate_json(text)
+    except ValidationError:
+        pass
+    return _validate(shape, json.loads(text))
+
+
+def _recover(text: str, shape: type[T]) -> T | None:
+    """The first object of the asked-for shape inside a fence; else the object at the first
+    `{` of the surrounding prose that starts one, if it has the shape."""
     for match in _FENCE.finditer(text):
-        with contextlib.suppress(ValueError):
-            yield json.loads(match.group(1))
+        try:
+            parsed = _from_json(shape, match.group(1))
+        except ValueError:
+            continue
+        if parsed is not None:
+            return parsed
     start = text.find("{")
     while start != -1:
         try:
@@ -99,8 +111,8 @@ def _embedded_objects(text: str) -> Iterator[Any]:
         except ValueError:
             start = text.find("{", start + 1)
             continue
-        yield value
-        return
+        return _validate(shape, value)
+    return None
 
 
 def parse_structured(text: str, shape: type[T]) -> tuple[T | None, ParseStatus]:
@@ -108,14 +120,10 @@ def parse_structured(text: str, shape: type[T]) -> tuple[T | None, ParseStatus]:
     head = text.lstrip()[:1]
     if head in _JSON_START:
         try:
-            value = json.loads(text)
+            parsed = _from_json(shape, text)
         except ValueError:
             pass
         else:
-            parsed = _validate(shape, value)
             return (parsed, "clean") if parsed is not None else (None, "malformed")
-    for candidate in _embedded_objects(text):
-        parsed = _validate(shape, candidate)
-        if parsed is not None:
-            return parsed, "recovered"
-    return None, "malformed"
+    parsed = _recover(text, shape)
+    return (parsed, "recovered") if parsed is not None else (None, "malformed")

@@ -206,7 +206,8 @@ _SYSTEMS_CACHE: IdentityMemo[tuple[str, str]] = IdentityMemo(64)
 _RENDERS: IdentityMemo[ExtractPrompts] = IdentityMemo(1024)
 
 
-def _cached_system_prompts(options: ExtractOptions) -> tuple[str, str]:
+def system_prompts(options: ExtractOptions) -> tuple[str, str]:
+    """(entity system prompt, edge system prompt): with the episode, all a render depends on."""
     hit = _SYSTEMS_CACHE.get(options)
     return hit if hit is not None else _SYSTEMS_CACHE.put((options,), _system_prompts(options))
 
@@ -216,7 +217,7 @@ def render_extract_prompts(episode: Episode, options: ExtractOptions) -> Extract
     hit = _RENDERS.get(episode, options)
     if hit is not None:
         return hit
-    entity_system, edge_system = _cached_system_prompts(options)
+    entity_system, edge_system = system_prompts(options)
     rendered = ExtractPrompts(
         entity_system=entity_system,
         entity_user=ENTITY_USER.substitute(_episode_vars(episode)),

@@ -1,9 +1,13 @@
-"""IdentityMemo: remembered by identity, never confused by an equal object or a reused id."""
+"""IdentityMemo: remembered by identity, never confused by an equal object or a reused id;
+`forget_all` empties every memo of the process."""
 
 from __future__ import annotations
 
-from evals_pipeline.core.memo import IdentityMemo
+from evals_pipeline.core import digests
+from evals_pipeline.core.cassettes import keys, store
+from evals_pipeline.core.memo import IdentityMemo, forget_all
 from evals_pipeline.core.models import Episode
+from evals_pipeline.core.options import ExtractOptions
 
 
 def test_an_equal_but_distinct_object_is_a_miss() -> None:
@@ -32,3 +36,13 @@ def test_a_full_memo_starts_over_and_keys_are_ordered_tuples() -> None:
     memo.put((b,), "b")
     memo.put((c,), "c")  # full: cleared first
     assert len(memo) == 1 and memo.get(c) == "c" and memo.get(a, b) is None
+
+
+def test_forget_all_empties_every_process_wide_memo() -> None:
+    own: IdentityMemo[int] = IdentityMemo(4)
+    own.put((object(),), 1)
+    keys.extract_key(Episode(name="x", body="y"), ExtractOptions())
+    digests._memo["somewhere"] = ((0,), "0" * 64)
+    forget_all()
+    assert len(own) == 0 and keys._EXTRACT_KEYS == {} and digests._memo == {}
+    assert len(store._memo) == 0 and len(store._indexes) == 0

@@ -1,4 +1,17 @@
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
 from evals_pipeline.core.parsing import EdgesReply, EntitiesReply, parse_structured
+
+T = TypeVar("T", bound=BaseModel)
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_clean_json() -> None:
@@ -55,3 +68,74 @@ def test_the_fenced_object_wins_over_a_brace_in_the_prose_before_it() -> None:
     text = 'Using {braces}: {"edges": "bad"}\n```json\n{"edges": []}\n```'
     parsed, status = parse_structured(text, EdgesReply)
     assert status == "recovered" and parsed is not None and parsed.edges == []
+
+
+def _parse_with_json_loads(text: str, shape: type[T]) -> tuple[T | None, str]:
+    """The parser as it was before pydantic's own JSON parser was tried first: the reference
+    its results must match, status and value alike."""
+
+    def validate(value: object) -> T | None:
+        try:
+            return shape.model_validate(value)
+        except ValidationError:
+            return None
+
+    if text.lstrip()[:1] in set('{["-0123456789tfnNI'):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            pass
+        else:
+            parsed = validate(value)
+            return (parsed, "clean") if parsed is not None else (None, "malformed")
+    for match in re.finditer(r"```(?:json|JSON)?\s*\n?(.*?)```", text, re.DOTALL):
+        try:
+            value = json.loads(match.group(1))
+        except ValueError:
+            continue
+        if (parsed := validate(value)) is not None:
+            return parsed, "recovered"
+    start = text.find("{")
+    while start != -1:
+        try:
+            value, _ = json.JSONDecoder().raw_decode(text, start)
+        except ValueError:
+            start = text.find("{", start + 1)
+            continue
+        parsed = validate(value)
+        return (parsed, "recovered") if parsed is not None else (None, "malformed")
+    return None, "malformed"
+
+
+_EDGE_CASES = [
+    '{"entities": [{"name": "A\\ud800"}]}',  # a lone surrogate: json.loads takes it
+    '{"entities": [{"name": "A", "properties": {"w": NaN, "x": Infinity}}]}',
+    '{"entities": [{"name": "A", "properties": {"n": 1, "f": 1.0, "b": true, "s": "1"}}]}',
+    '{"entities": [{"name": "A", "properties": {"big": 123456789012345678901234567890}}]}',
+    '{"entities": [{"name": "A"}], "entities": [{"name": "B"}]}',  # a repeated key
+    '{"entities": [{"name": 5}]}',
+    '{"entities": [{"name": "A", "type": null, "extra": [1, {"x": 2}]}]}',
+    '{"entities": [{"name": "A"}]} trailing',
+    '```json\n{"entities": [{"name": "A\\ud800"}]}\n```',
+    '```json\n{"edges": []}\n```\n```json\n{"entities": []}\n```',
+    'Here: {"entities": [{"name": "A"}]} and {"entities": []}',
+    '{"entities": "no"}',
+    "[]",
+    "",
+]
+
+
+@pytest.mark.parametrize("shape", [EntitiesReply, EdgesReply])
+def test_every_shipped_reply_and_edge_case_parses_as_the_json_loads_parser_did(
+    shape: type[EntitiesReply] | type[EdgesReply],
+) -> None:
+    texts = list(_EDGE_CASES)
+    for cassette in sorted((REPO / "corpus" / "cassettes").glob("*.jsonl")):
+        for line in cassette.read_text(encoding="utf-8").splitlines():
+            for stage in json.loads(line)["response"]["transcript"]:
+                texts += [attempt["text"] for attempt in stage["attempts"]]
+    assert len(texts) > 100
+    for text in texts:
+        got, want = parse_structured(text, shape), _parse_with_json_loads(text, shape)
+        assert got[1] == want[1], text
+        assert repr(got[0]) == repr(want[0]), text  # repr: NaN is not equal to itself

@@ -13,6 +13,7 @@ import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..digests import file_sha256
 from ..extractors.base import Extractor, classify_entities_items, classify_relations_items
 from ..extractors.specs import BackendSpec
 from ..models import ClassifyOutcome, Edge, Entity, Episode, ExtractionOutcome
@@ -24,11 +25,7 @@ from .store import load_cassette
 
 
 def file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return file_sha256(path)
 
 
 def backend_fingerprint(spec: BackendSpec, *, corpus_digest: str) -> str:

@@ -14,10 +14,10 @@ from collections.abc import Mapping, Sequence
 from json.encoder import encode_basestring
 from typing import Any
 
-from ..memo import IdentityMemo
+from ..memo import IdentityMemo, on_forget
 from ..models import Episode
 from ..options import ExtractOptions
-from ..prompts import ExtractPrompts, render_extract_prompts
+from ..prompts import ExtractPrompts, render_extract_prompts, system_prompts
 
 
 def canonical_json(value: Any) -> str:
@@ -29,11 +29,17 @@ def _sha256(material: Mapping[str, Any]) -> str:
 
 
 # JSON encodings of long strings that recur in many keys (the system prompts, one object per
-# options, see prompts.py), and whole extract keys by (episode, options): one extract call derives
-# its key in the extraction cache, the recorder and the replayer.
+# options, see prompts.py).
 _ENCODED: IdentityMemo[str] = IdentityMemo(256)
-_EXTRACT_KEYS: IdentityMemo[str] = IdentityMemo(1024)
 _RECURRING = 512  # strings at least this long are worth remembering
+
+# Whole extract keys by value: the two system prompts and the episode are everything a key is
+# derived from. One chunk is keyed by the plan's guards, its extraction step's guards, the
+# extraction cache, the recorder and the replayer, often from equal but distinct objects (each
+# step reads the corpus back from storage). Cleared when full.
+_EXTRACT_KEYS: dict[tuple[str, str, Episode], str] = {}
+_EXTRACT_KEYS_KEPT = 65_536
+on_forget(_EXTRACT_KEYS.clear)
 
 
 def _encoded_string(value: str) -> str:
@@ -84,11 +90,18 @@ def extract_request(
 def extract_key(
     episode: Episode, options: ExtractOptions, prompts: ExtractPrompts | None = None
 ) -> str:
-    hit = _EXTRACT_KEYS.get(episode, options)
+    entity_system, edge_system = (
+        system_prompts(options) if prompts is None else (prompts.entity_system, prompts.edge_system)
+    )
+    memo_key = (entity_system, edge_system, episode)
+    hit = _EXTRACT_KEYS.get(memo_key)
     if hit is not None:
         return hit
     key = _flat_sha256({"call_type": "extract", **extract_request(episode, options, prompts)})
-    return _EXTRACT_KEYS.put((episode, options), key)
+    if len(_EXTRACT_KEYS) >= _EXTRACT_KEYS_KEPT:
+        _EXTRACT_KEYS.clear()
+    _EXTRACT_KEYS[memo_key] = key
+    return key
 
 
 def classify_request(items: Mapping[str, str], types: Sequence[str]) -> dict[str, Any]:

@@ -9,7 +9,6 @@ written. Loading names the first bad line by number.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import os
 import threading
 from collections import OrderedDict, deque
@@ -20,9 +19,11 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from ..digests import file_sha256
 from ..errors import CassetteCorrupt, CassetteDuplicateKey, CassetteMiss, CassetteWriteError
 from ..files import field_path
 from ..gc_tuning import gc_paused
+from ..memo import on_forget
 from .format import CassetteRecord, ReplayRecord
 
 R = TypeVar("R", CassetteRecord, ReplayRecord)
@@ -164,14 +165,10 @@ def _file_state(path: Path) -> tuple[object, ...]:
 
 
 def _file_digest(path: Path) -> str | None:
-    digest = hashlib.sha256()
     try:
-        with path.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
+        return file_sha256(path)
     except FileNotFoundError:
         return None
-    return digest.hexdigest()
 
 
 def _memo_get(key: tuple[object, ...]) -> Cassette | None:
@@ -197,6 +194,7 @@ def _memo_put(key: tuple[object, ...], cassette: Cassette, size: int) -> None:
             _memo_bytes -= evicted_size
 
 
+@on_forget
 def clear_load_memo() -> None:
     """Forget every shared read-only load and every kept index (tests, benchmarks; a process
     that wants the memory back)."""

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from evals_pipeline.core.cassettes import keys
 from evals_pipeline.core.cassettes.keys import (
     _flat_sha256,
     _sha256,
@@ -71,3 +72,23 @@ def test_a_key_changes_with_the_options_even_when_strings_are_cached() -> None:
     assert len(keys) == 3
     prompts = render_extract_prompts(episode, _options()[2])
     assert extract_key(episode, _options()[2], prompts) in keys
+
+
+def test_keys_are_remembered_by_value_and_never_confused_between_episodes_or_options() -> None:
+    """The plan, each step's guards, the cache, the recorder and the replayer key one chunk,
+    often from equal but distinct objects (each step reads the corpus back from storage)."""
+    keys._EXTRACT_KEYS.clear()
+    options = _options()
+    first = {(e.name, o.mode): extract_key(e, o) for e in AWKWARD for o in options}
+    remembered = len(keys._EXTRACT_KEYS)
+    assert remembered == len(AWKWARD) * len(options) == len(set(first.values()))
+    copies = [Episode.model_validate(e.model_dump()) for e in AWKWARD]
+    fresh_options = _options()  # equal options, distinct objects
+    again = {(e.name, o.mode): extract_key(e, o) for e in copies for o in fresh_options}
+    assert again == first and len(keys._EXTRACT_KEYS) == remembered
+    # Each remembered key is what the key's material hashes to.
+    for episode in AWKWARD:
+        for option in options:
+            assert first[episode.name, option.mode] == _sha256(_material(episode, option))
+    edited = AWKWARD[0].model_copy(update={"custom_instructions": "new"})
+    assert extract_key(edited, options[0]) != first[AWKWARD[0].name, "freeform"]
