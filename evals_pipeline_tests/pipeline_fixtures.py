@@ -6,6 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from evals_pipeline.core.config import EvalsConfig
+from evals_pipeline.core.corpus import load_prose_corpus
+from evals_pipeline.core.ontology import load_ontology
+from evals_pipeline.core.plan import RunPlan, plan_run
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "corpus" / "prose" / "chunks.jsonl"
@@ -26,3 +29,19 @@ def make_config(tmp_path: Path, backends: dict[str, str], **overrides: Any) -> E
     }
     values.update(overrides)
     return EvalsConfig(**values).check("test")
+
+
+def plan_fixture_run(config: EvalsConfig, **options: Any) -> RunPlan:
+    """`plan_run` over the fixture corpus and ontology, scoped as `config` says, with no key."""
+    ontology = load_ontology(ONTOLOGY)
+    corpus = load_prose_corpus(CORPUS, ontology).scoped(config.limit)
+    return plan_run(
+        config,
+        list(corpus.episodes()),
+        ontology,
+        corpus_path=str(CORPUS),
+        corpus_digest=corpus.digest,
+        environ={},
+        expected=corpus.expected_graphs(),
+        **options,
+    )

@@ -2,10 +2,8 @@
 
 from pathlib import Path
 
-from evals_pipeline.core.corpus import load_prose_corpus
-from evals_pipeline.core.ontology import load_ontology
-from evals_pipeline.core.plan import backend_guards, plan_run
-from evals_pipeline_tests.pipeline_fixtures import CORPUS, ONTOLOGY, RULES, make_config
+from evals_pipeline.core.plan import backend_guards
+from evals_pipeline_tests.pipeline_fixtures import RULES, make_config, plan_fixture_run
 
 
 def test_backend_guards_match_the_plan(tmp_path: Path) -> None:
@@ -21,16 +19,7 @@ def test_backend_guards_match_the_plan(tmp_path: Path) -> None:
         },
         record_cassette={"a": str(tmp_path / "rec.jsonl")},  # recording a replay
     )
-    ontology = load_ontology(ONTOLOGY)
-    corpus = load_prose_corpus(CORPUS, ontology).scoped(config.limit)
-    plan = plan_run(
-        config,
-        list(corpus.episodes()),
-        ontology,
-        corpus_path=str(CORPUS),
-        corpus_digest=corpus.digest,
-        environ={},
-    )
+    plan = plan_fixture_run(config)
     assert {g.check for g in plan.guards} == {
         "cassette_integrity",
         "distinct_cassettes",

@@ -4,26 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from evals_pipeline.core.corpus import load_prose_corpus
 from evals_pipeline.core.errors import ConfigError
-from evals_pipeline.core.ontology import load_ontology
-from evals_pipeline.core.plan import fresh_recording_guards, plan_run
-from evals_pipeline_tests.pipeline_fixtures import CORPUS, ONTOLOGY, RULES, make_config
-
-
-def plan(config, **options):  # type: ignore[no-untyped-def]
-    ontology = load_ontology(ONTOLOGY)
-    corpus = load_prose_corpus(CORPUS, ontology).scoped(config.limit)
-    return plan_run(
-        config,
-        list(corpus.episodes()),
-        ontology,
-        corpus_path=str(CORPUS),
-        corpus_digest=corpus.digest,
-        environ={},
-        expected=corpus.expected_graphs(),
-        **options,
-    )
+from evals_pipeline.core.plan import fresh_recording_guards
+from evals_pipeline_tests.pipeline_fixtures import RULES, make_config
+from evals_pipeline_tests.pipeline_fixtures import plan_fixture_run as plan
 
 
 def test_plan_content(tmp_path: Path) -> None:

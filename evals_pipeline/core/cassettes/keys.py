@@ -28,10 +28,11 @@ def _sha256(material: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_json(material).encode("utf-8")).hexdigest()
 
 
-# JSON encodings of long strings that recur in many keys (the system prompts, one object per
-# options, see prompts.py).
+# JSON encodings of the system prompts, which recur in every key under one options object (one
+# string object per options, see prompts.py). Only those: a chunk's own long strings (its body)
+# come once each and would only push them out.
 _ENCODED: IdentityMemo[str] = IdentityMemo(256)
-_RECURRING = 512  # strings at least this long are worth remembering
+_RECURRING = frozenset({"entity_system", "edge_system"})
 
 # Whole extract keys by value: the two system prompts and the episode are everything a key is
 # derived from. One chunk is keyed by the plan's guards, its extraction step's guards, the
@@ -43,8 +44,6 @@ on_forget(_EXTRACT_KEYS.clear)
 
 
 def _encoded_string(value: str) -> str:
-    if len(value) < _RECURRING:
-        return encode_basestring(value)
     hit = _ENCODED.get(value)
     return hit if hit is not None else _ENCODED.put((value,), encode_basestring(value))
 
@@ -52,10 +51,15 @@ def _encoded_string(value: str) -> str:
 def _flat_sha256(material: Mapping[str, Any]) -> str:
     """`_sha256` of a flat object, byte for byte: `canonical_json` writes a string value with
     `encode_basestring` and the object as sorted `"key":value` pairs joined by commas, so this
-    does the same, reusing the encodings of recurring long strings."""
+    does the same, reusing the encodings of the system prompts."""
     parts = []
     for name, value in sorted(material.items()):
-        encoded = _encoded_string(value) if isinstance(value, str) else canonical_json(value)
+        if name in _RECURRING and isinstance(value, str):
+            encoded = _encoded_string(value)
+        elif isinstance(value, str):
+            encoded = encode_basestring(value)
+        else:
+            encoded = canonical_json(value)
         parts.append(f"{encode_basestring(name)}:{encoded}")
     return hashlib.sha256(("{" + ",".join(parts) + "}").encode("utf-8")).hexdigest()
 
