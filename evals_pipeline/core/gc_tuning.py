@@ -10,7 +10,9 @@ of loading a cassette next to a large live heap.
 - `gc_paused()`: no cyclic collection inside the block. For bounded, synchronous, CPU-only work
   (loading a cassette, building or reading a table, scoring) that creates no cycles.
 - `fewer_gc_passes()`: raised thresholds, not disabled, so cyclic garbage is still collected in
-  larger batches. For work that awaits I/O and may run for long (extract_all over a live model).
+  larger batches. For work that awaits I/O and may run for long (extract_all over a live model),
+  and for each in-process run of the CLI's materialisation, where Dagster's own code between
+  the steps would otherwise trigger full passes over every loaded cassette and table.
 
 Both are re-entrant and thread-safe, restore the previous state when the outermost block exits,
 and never change what is computed.

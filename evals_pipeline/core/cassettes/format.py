@@ -42,13 +42,13 @@ class ReplayResponse(BaseModel):
 
 
 class ReplayRecord(BaseModel):
-    """A record as a loaded cassette keeps it: what replay reads.
+    """A record as loading checks it and replay reads it.
 
     `request` (the rendered prompts, already summed up by the key) and `response.result` (the
     parsed output, which replay derives afresh from the transcript) are written for people
-    reading the file and are most of its bytes. Loading still reads past them, so a line that
-    is not well-formed JSON is caught, but builds no objects for them: a loaded record is a
-    fraction of the memory, and of the collector's work, of a whole `CassetteRecord`.
+    reading the file and are most of its bytes. Parsing still reads past them, so a line that
+    is not well-formed JSON is caught, but builds no objects for them: about half the time of
+    validating a whole `CassetteRecord`.
     """
 
     model_config = ConfigDict(frozen=True, extra="ignore")

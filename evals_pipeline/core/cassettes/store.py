@@ -11,7 +11,7 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,7 +93,11 @@ def iter_records(
 
     `model=ReplayRecord` reads only what replay uses (see there), as `load_cassette` does.
     """
-    path = Path(path)
+    for number, _raw, record in _iter_lines(Path(path), model):
+        yield number, record
+
+
+def _iter_lines(path: Path, model: type[R]) -> Iterator[tuple[int, bytes, R]]:
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             if not raw.strip():
@@ -108,33 +112,47 @@ def iter_records(
                 elif not raw.endswith(b"\n"):
                     problem = f"torn last line (no newline, not valid JSON): {problem}"
                 raise CassetteCorrupt(path, number, problem) from None
-            yield number, record
+            yield number, raw, record
 
 
 @dataclass
 class Cassette:
     """Recorded answers by key. `unique` (eval backends) forbids two answers for one call;
     otherwise identical keys are served FIFO in recorded order. `consume=False` serves the first
-    answer every time (eval backends and the extraction cache, where a re-run asks again)."""
+    answer every time (eval backends and the extraction cache, where a re-run asks again).
+
+    Each record is held as the bytes of its line, validated when the file is loaded and parsed
+    again when it is served. Bytes are invisible to the cyclic collector: a held cassette of
+    models (some twenty tracked objects a record) was rescanned by every collection while the
+    cassette lived, which cost more than parsing each served record twice.
+    """
 
     paths: tuple[Path, ...]
     unique: bool
     consume: bool
-    _by_key: dict[str, deque[ReplayRecord]] = field(default_factory=dict)
+    _by_key: dict[str, tuple[bytes, ...]] = field(default_factory=dict)
+    _served: dict[str, int] = field(default_factory=dict)  # consume=True: answers served
     record_count: int = 0
 
+    def _next(self, key: str) -> tuple[tuple[bytes, ...] | None, int]:
+        lines = self._by_key.get(key)
+        return lines, (self._served.get(key, 0) if self.consume else 0)
+
     def take(self, key: str, call_type: str) -> ReplayRecord:
-        queue = self._by_key.get(key)
-        if not queue:
+        lines, served = self._next(key)
+        if lines is None or served >= len(lines):
             where = self.paths[0] if len(self.paths) == 1 else None
             detail = ""
-            if queue is not None:
+            if lines is not None:
                 detail = "every recorded answer for this key was already served"
             raise CassetteMiss(key, call_type, where, detail)
-        return queue.popleft() if self.consume else queue[0]
+        if self.consume:
+            self._served[key] = served + 1
+        return ReplayRecord.model_validate_json(lines[served])
 
     def __contains__(self, key: str) -> bool:
-        return bool(self._by_key.get(key))
+        lines, served = self._next(key)
+        return lines is not None and served < len(lines)
 
     def keys(self) -> Iterable[str]:
         return self._by_key.keys()
@@ -147,9 +165,8 @@ class Cassette:
 # cassette's integrity in the plan, again in its extraction step, then replays it, each in the
 # same process under the in-process executor. Keyed by each file's SHA-256 (a few ms per 10 MB,
 # against ~50 ms per 10 MB to load), so an appended or rewritten file is loaded afresh. Bounded
-# by the size of the files held (a loaded `ReplayRecord` takes ~0.9 of its line's bytes, since
-# the prompts and parsed result are not kept), so a big cassette is loaded per use, as it always
-# was, and never kept after it.
+# by the size of the files held (a loaded cassette holds its lines' bytes, about the file's
+# size), so a big cassette is loaded per use, as it always was, and never kept after it.
 MEMO_MAX_BYTES = 256 * 1024 * 1024
 _memo: OrderedDict[tuple[object, ...], tuple[Cassette, int]] = OrderedDict()
 _memo_bytes = 0
@@ -241,23 +258,26 @@ def load_cassette(
 def _load(
     path_list: tuple[Path, ...], *, unique: bool, consume: bool, missing_ok: bool
 ) -> Cassette:
-    cassette = Cassette(paths=path_list, unique=unique, consume=consume)
-    first_line: dict[str, tuple[Path, int]] = {}
-    with gc_paused():  # every record is a tree of acyclic models
+    by_key: dict[str, list[bytes]] = {}
+    first_line: dict[str, int] = {}
+    count = 0
+    with gc_paused():  # the records are acyclic, and dropped as soon as they are checked
         for path in path_list:
             if not path.exists():
                 if missing_ok:
                     continue
                 raise CassetteCorrupt(path, 0, "cassette file not found")
-            for number, record in iter_records(path, ReplayRecord):
-                queue = cassette._by_key.setdefault(record.key, deque())
-                if unique and queue:
-                    _seen_path, seen_line = first_line[record.key]
-                    raise CassetteDuplicateKey(path, record.key, (seen_line, number))
-                first_line.setdefault(record.key, (path, number))
-                queue.append(record)
-                cassette.record_count += 1
-    return cassette
+            for number, raw, record in _iter_lines(path, ReplayRecord):
+                lines = by_key.setdefault(record.key, [])
+                if unique and lines:
+                    raise CassetteDuplicateKey(path, record.key, (first_line[record.key], number))
+                first_line.setdefault(record.key, number)
+                lines.append(raw)
+                count += 1
+        held = {key: tuple(lines) for key, lines in by_key.items()}
+    return Cassette(
+        paths=path_list, unique=unique, consume=consume, _by_key=held, record_count=count
+    )
 
 
 @dataclass(frozen=True)

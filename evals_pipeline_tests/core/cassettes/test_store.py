@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -16,7 +17,7 @@ import pytest
 from evals_pipeline.core.cassettes.format import CassetteRecord, CassetteResponse
 from evals_pipeline.core.cassettes.keys import extract_key
 from evals_pipeline.core.cassettes.store import CassetteWriter, load_cassette
-from evals_pipeline.core.errors import CassetteCorrupt, CassetteDuplicateKey
+from evals_pipeline.core.errors import CassetteCorrupt, CassetteDuplicateKey, CassetteMiss
 from evals_pipeline.core.models import Attempt, Episode, StageTranscript
 from evals_pipeline.core.options import ExtractOptions
 from evals_pipeline_tests.support.llm_servers import LoopbackLLMServer, Reply, openai_completion
@@ -74,6 +75,9 @@ def test_duplicate_key_is_an_error_only_for_eval_backends(tmp_path: Path) -> Non
     fifo = load_cassette(path)  # pipeline replay: FIFO
     assert fifo.take("a" * 64, "extract").response.transcript[0].attempts[0].text == "1"
     assert fifo.take("a" * 64, "extract").response.transcript[0].attempts[0].text == "2"
+    assert "a" * 64 not in fifo and "c" * 64 in fifo
+    with pytest.raises(CassetteMiss, match="already served"):
+        fifo.take("a" * 64, "extract")
 
 
 def test_unique_cassette_serves_its_answer_repeatedly(tmp_path: Path) -> None:
@@ -321,3 +325,17 @@ def test_a_load_keeps_what_replay_reads_and_still_checks_the_rest_is_json(tmp_pa
     with pytest.raises(CassetteCorrupt) as err:
         load_cassette(path)
     assert err.value.line == 2
+
+
+def test_a_loaded_cassette_gives_the_cyclic_collector_nothing_to_scan(tmp_path: Path) -> None:
+    """Records are held as line bytes: once the collector has seen them, a held cassette adds
+    no tracked object per record however long it stays loaded (see `Cassette`)."""
+    path = tmp_path / "c.jsonl"
+    write(path, *(record(f"{i:064x}") for i in range(50)))
+    cassette = load_cassette(path, unique=True)
+    gc.collect()
+    assert len(cassette) == 50
+    assert not any(gc.is_tracked(lines) for lines in cassette._by_key.values())
+    served = cassette.take(f"{7:064x}", "extract")
+    assert served.key == f"{7:064x}"
+    assert served.response.transcript == record(f"{7:064x}").response.transcript
