@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 from dagster import ConfigurableResource, EnvVar
@@ -212,10 +213,11 @@ class EvalsResource(ConfigurableResource):
         path = cache_path(config.cache_dir / "bench", backend, fingerprint)
         return CachingExtractor(inner, path, read=record_to is None, fifo=True)
 
-    def extractor(self, backend: str) -> CachingExtractor:
+    def extractor(self, backend: str, keys: AbstractSet[str] | None = None) -> CachingExtractor:
         """The backend's extractor behind the extraction cache (and a recorder if configured).
 
-        A backend being recorded skips cached answers so the cassette gets every call.
+        A backend being recorded skips cached answers so the cassette gets every call. `keys`:
+        the only extract keys the step will ask (a big cassette then loads only those).
         """
         config = self.config
         spec = config.specs[backend]
@@ -224,6 +226,7 @@ class EvalsResource(ConfigurableResource):
             spec,
             expected=corpus.expected_graphs(),
             anthropic_api_key=self.anthropic_api_key,
+            keys=keys,
         )
         record_to = config.record_cassette.get(backend)
         if record_to is not None:

@@ -17,6 +17,7 @@ from dagster import (
     asset,
 )
 
+from ..core.cassettes.keys import extract_key
 from ..core.config import EvalsConfig
 from ..core.plan import backend_guards
 from ..core.reports.report import backend_summary, float_metrics
@@ -54,8 +55,9 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                 description="; ".join(g.message for g in guards),
                 metadata={"guards": [g.check for g in guards]},
             )
-        extractor = evals.extractor(backend)
         options = evals.options(mode)  # type: ignore[arg-type]
+        # This mode's calls only: a cassette too big to share between steps loads only these.
+        extractor = evals.extractor(backend, keys={extract_key(e, options) for e in episodes})
 
         async def run() -> list:
             try:

@@ -145,9 +145,13 @@ def _cell(value: object) -> object:
     return None if pd.isna(value) else value
 
 
+_EPISODES = TypeAdapter(list[Episode])
+
+
 def table_episodes(table: pd.DataFrame) -> list[Episode]:
+    # Column by column (`tolist` boxes values as `to_dict` does), then one validation call.
     fields = list(Episode.model_fields)
-    return [
-        Episode.model_validate({k: _cell(v) for k, v in row.items()})
-        for row in table[fields].to_dict(orient="records")
-    ]
+    columns = [[_cell(v) for v in table[name].tolist()] for name in fields]
+    return _EPISODES.validate_python(
+        [dict(zip(fields, row, strict=True)) for row in zip(*columns, strict=True)]
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 from ..errors import CassetteMiss
@@ -61,8 +62,10 @@ class ReplayingExtractor(Extractor):
         self.model = "cassette"
 
     @classmethod
-    def from_path(cls, path: Path | str, *, unique: bool = False) -> ReplayingExtractor:
-        return cls(load_cassette(path, unique=unique))
+    def from_path(
+        cls, path: Path | str, *, unique: bool = False, keys: AbstractSet[str] | None = None
+    ) -> ReplayingExtractor:
+        return cls(load_cassette(path, unique=unique, keys=keys))
 
     async def extract(self, episode: Episode, options: ExtractOptions) -> ExtractionOutcome:
         prompts = render_extract_prompts(episode, options)  # once, for the key and the flow

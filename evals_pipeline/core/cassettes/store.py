@@ -13,6 +13,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -97,10 +98,12 @@ def iter_records(
         yield number, record
 
 
-def _iter_lines(path: Path, model: type[R]) -> Iterator[tuple[int, bytes, R]]:
+def _iter_lines(
+    path: Path, model: type[R], skip: Callable[[bytes], bool] | None = None
+) -> Iterator[tuple[int, bytes, R]]:
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
+            if not raw.strip() or (skip is not None and skip(raw)):
                 continue
             try:
                 record = model.model_validate_json(raw)
@@ -228,11 +231,15 @@ def load_cassette(
     unique: bool = False,
     consume: bool | None = None,
     missing_ok: bool = False,
+    keys: AbstractSet[str] | None = None,
 ) -> Cassette:
     """Load one or more cassette files as one flat set of records (order does not matter).
 
     `consume` defaults to FIFO consumption for pipeline replay and none for `unique` loads.
     A read-only load of files unchanged since an earlier one returns that same Cassette.
+    `keys`, for a unique load of which only those keys will be asked: a file too big to share
+    keeps only their records (an extraction step replays one mode of a cassette that holds
+    three). Every line is still checked, through `index_cassette`.
     """
     if isinstance(paths, str | Path):
         paths = [paths]
@@ -243,6 +250,10 @@ def load_cassette(
     before = tuple(_file_state(p) for p in path_list)
     size = sum(p.stat().st_size for p in path_list if p.exists())
     if size > MEMO_MAX_BYTES:
+        if keys is not None and unique and len(path_list) == 1 and path_list[0].exists():
+            subset = _load_checked_subset(path_list[0], keys, before[0])
+            if subset is not None:
+                return subset
         return _load(path_list, unique=unique, consume=consume, missing_ok=missing_ok)
     memo_key = (unique, missing_ok, *((str(p.absolute()), _file_digest(p)) for p in path_list))
     hit = _memo_get(memo_key)
@@ -277,6 +288,38 @@ def _load(
         held = {key: tuple(lines) for key, lines in by_key.items()}
     return Cassette(
         paths=path_list, unique=unique, consume=consume, _by_key=held, record_count=count
+    )
+
+
+_KEY_PREFIX = b'{"key":"'
+
+
+def _load_checked_subset(
+    path: Path, keys: AbstractSet[str], before: tuple[object, ...]
+) -> Cassette | None:
+    """A unique load of `path` holding only the records of `keys`, or None if the file changed
+    meanwhile. `index_cassette` checks every line (or knows, by the file's digest, that it
+    did), so the other lines need no second look: a line the recorder wrote starts with its
+    key, and one that does not is validated to find its key."""
+    index_cassette(path)
+
+    def unwanted(raw: bytes) -> bool:
+        if raw.startswith(_KEY_PREFIX) and raw[72:74] == b'",':
+            return raw[8:72].decode("ascii", "replace") not in keys
+        return False
+
+    by_key: dict[str, tuple[bytes, ...]] = {}
+    with gc_paused():
+        for _number, raw, record in _iter_lines(path, ReplayRecord, skip=unwanted):
+            if record.key not in keys:
+                continue
+            if record.key in by_key:  # the index would have raised; the file changed
+                return None
+            by_key[record.key] = (raw,)
+    if _file_state(path) != before:
+        return None
+    return Cassette(
+        paths=(path,), unique=True, consume=False, _by_key=by_key, record_count=len(by_key)
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -114,10 +115,12 @@ def build_extractor(
     timeout_s: float = 120.0,
     max_retries: int = 2,
     unique_keys: bool = True,
+    keys: AbstractSet[str] | None = None,
 ) -> Extractor:
     """Resolve a spec to an extractor. Cassette backends load with unique keys (one answer per
     call), so a duplicate-keyed cassette fails here, before any extraction; `unique_keys=False`
-    serves identical keys FIFO instead (the bench's recast cases repeat a call on purpose)."""
+    serves identical keys FIFO instead (the bench's recast cases repeat a call on purpose).
+    `keys`: the only extract keys the caller will ask of a cassette (see `load_cassette`)."""
     if spec.kind == "anthropic":
         from .anthropic import DEFAULT_MODEL, AnthropicTransport
 
@@ -147,7 +150,7 @@ def build_extractor(
     if spec.kind == "cassette":
         from ..cassettes.replay import ReplayingExtractor
 
-        return ReplayingExtractor.from_path(spec.params["path"], unique=unique_keys)
+        return ReplayingExtractor.from_path(spec.params["path"], unique=unique_keys, keys=keys)
     from .oracle import OracleExtractor
 
     return OracleExtractor(expected or {})

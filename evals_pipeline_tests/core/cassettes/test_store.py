@@ -339,3 +339,33 @@ def test_a_loaded_cassette_gives_the_cyclic_collector_nothing_to_scan(tmp_path: 
     served = cassette.take(f"{7:064x}", "extract")
     assert served.key == f"{7:064x}"
     assert served.response.transcript == record(f"{7:064x}").response.transcript
+
+
+def test_a_big_cassette_asked_for_some_keys_holds_only_those_and_still_checks_every_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evals_pipeline.core.cassettes import store
+
+    monkeypatch.setattr(store, "MEMO_MAX_BYTES", 0)  # every file is "too big to share"
+    path = tmp_path / "c.jsonl"
+    keys = [f"{i:064x}" for i in range(6)]
+    write(path, *(record(k, text=k[-1]) for k in keys))
+    # A line not in the recorder's field order is validated to find its key, and kept.
+    reordered = record("f" * 64, text="f").model_dump(mode="json")
+    with path.open("a") as handle:
+        handle.write(json.dumps(dict(reversed(list(reordered.items())))) + "\n")
+    subset = load_cassette(path, unique=True, keys={keys[1], keys[4], "f" * 64})
+    assert len(subset) == 3 and set(subset.keys()) == {keys[1], keys[4], "f" * 64}
+    assert subset.take(keys[4], "extract").response.transcript[0].attempts[0].text == "4"
+    assert subset.take("f" * 64, "extract").key == "f" * 64
+    with pytest.raises(CassetteMiss):
+        subset.take(keys[0], "extract")
+    # A bad line, or a duplicate, among the records not asked for still fails the load.
+    good = path.read_text()
+    path.write_text(good + "{not json}\n")
+    with pytest.raises(CassetteCorrupt) as err:
+        load_cassette(path, unique=True, keys={keys[1]})
+    assert err.value.line == 8
+    path.write_text(good + record(keys[0]).model_dump_json() + "\n")
+    with pytest.raises(CassetteDuplicateKey):
+        load_cassette(path, unique=True, keys={keys[1]})
