@@ -482,9 +482,21 @@ def graph_path(
 
     corpus/run_plan are not included (the corpus is already in memory); each cassette is
     loaded once, as `build_extractor` does for a cassette backend (unique keys, no consumption).
+    Runs under `fewer_gc_passes`, the collector policy of the CLI's in-process runs.
     """
-    clock = stages if stages is not None else {}
+    from evals_pipeline.core.gc_tuning import fewer_gc_passes
+
     forget_memos()
+    with fewer_gc_passes():
+        return _graph_path(paths, episodes, ontology, stages if stages is not None else {})
+
+
+def _graph_path(
+    paths: dict[str, Path],
+    episodes: Sequence[Episode],
+    ontology: Ontology,
+    clock: dict[str, float],
+) -> dict[str, Any]:
 
     def lap(name: str, started: float) -> float:
         now = time.perf_counter()
