@@ -133,9 +133,14 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - started, value
 
 
-def median_time(fn: Callable[[], Any], repeat: int) -> tuple[float, list[float], Any]:
+def median_time(
+    fn: Callable[[], Any], repeat: int, setup: Callable[[], None] | None = None
+) -> tuple[float, list[float], Any]:
+    """Median of `repeat` timed calls; `setup` runs before each, untimed."""
     times, value = [], None
     for _ in range(repeat):
+        if setup is not None:
+            setup()
         seconds, value = timed(fn)
         times.append(seconds)
     return statistics.median(times), times, value
@@ -482,11 +487,11 @@ def graph_path(
 
     corpus/run_plan are not included (the corpus is already in memory); each cassette is
     loaded once, as `build_extractor` does for a cassette backend (unique keys, no consumption).
-    Runs under `fewer_gc_passes`, the collector policy of the CLI's in-process runs.
+    Runs under `fewer_gc_passes`, the collector policy of the CLI's in-process runs. Callers
+    start it cold with `forget_memos()`, untimed (emptying a big memo frees its objects).
     """
     from evals_pipeline.core.gc_tuning import fewer_gc_passes
 
-    forget_memos()
     with fewer_gc_passes():
         return _graph_path(paths, episodes, ontology, stages if stages is not None else {})
 
@@ -559,6 +564,7 @@ def _graph_path(
 def profile_graph_path(
     paths: dict[str, Path], episodes: Sequence[Episode], ontology: Ontology, top: int = 25
 ) -> str:
+    forget_memos()
     profiler = cProfile.Profile()
     profiler.enable()
     graph_path(paths, episodes, ontology)
@@ -682,7 +688,9 @@ def section_replay(quick: bool, work: Path, want_profile: bool) -> dict[str, Any
         assert lines == records
         stages: dict[str, float] = {}
         core_s, _, _ = median_time(
-            functools.partial(graph_path, paths, episodes, ontology, stages), repeat
+            functools.partial(graph_path, paths, episodes, ontology, stages),
+            repeat,
+            setup=forget_memos,
         )
         # --quick: one Dagster run, at the largest size (each costs ~5 s of per-run overhead).
         dagster: tuple[float, Any] | None = None
