@@ -6,7 +6,7 @@ stay thin: every decision lives in the core.
 
 Resource config is stored in every job snapshot (the run database, the UI's resource pages), so
 a backend spec with a credential in it (a URL's user info or query string) is stored as its
-`describe()` form plus the SHA-256 of the real spec, which each process that builds the
+`describe()` form plus a salted scrypt digest of the real spec, which each process that builds the
 definitions keeps in memory (`_SEALED`) and puts back when the run reads its config.
 """
 
@@ -39,17 +39,25 @@ from .core.ontology import Ontology, load_ontology
 from .core.options import ExtractOptions
 from .core.plan import RunPlan, plan_run
 
-# The real spec of every backend whose spec carries a credential, by its SHA-256.
+# The real spec of every backend whose spec carries a credential, by its digest.
 _SEALED: dict[str, str] = {}
+_BENCH_FIELD, _RUN_FIELD = "bench.backends.", "backends."
 
 
-def _seal(spec: str) -> tuple[str, str | None]:
+def _digest(field: str, spec: str) -> str:
+    """A salted, deliberately slow digest (scrypt, ~16 MB and tens of ms): it is stored, and a
+    plain hash would let anyone with the run database test guesses of a password quickly."""
+    salt = f"evals_pipeline/{field}".encode()
+    return hashlib.scrypt(spec.encode(), salt=salt, n=2**14, r=8, p=1, dklen=32).hex()
+
+
+def _seal(field: str, spec: str) -> tuple[str, str | None]:
     """(what may be stored, the digest to find the real spec by, or None if nothing is secret)."""
     parsed = parse_backend_spec(spec)
     shown = parsed.describe()
     if shown == parsed.raw:
         return spec, None
-    digest = hashlib.sha256(parsed.raw.encode()).hexdigest()
+    digest = _digest(field, parsed.raw)
     _SEALED[digest] = parsed.raw
     return shown, digest
 
@@ -62,15 +70,15 @@ def _sealed_config(config: EvalsConfig) -> tuple[EvalsConfig, dict[str, str]]:
     def seal_all(prefix: str, backends: dict[str, str]) -> dict[str, str]:
         shown: dict[str, str] = {}
         for name, spec in backends.items():
-            shown[name], digest = _seal(spec)
+            shown[name], digest = _seal(prefix + name, spec)
             if digest is not None:
-                sealed[f"{prefix}backends.{name}"] = digest
+                sealed[prefix + name] = digest
         return shown
 
     bench = config.bench
-    bench_backends = None if bench.backends is None else seal_all("bench.", bench.backends)
+    bench_backends = None if bench.backends is None else seal_all(_BENCH_FIELD, bench.backends)
     update = {
-        "backends": seal_all("", config.backends),
+        "backends": seal_all(_RUN_FIELD, config.backends),
         "bench": bench.model_copy(update={"backends": bench_backends}),
     }
     return config.model_copy(update=update), sealed
@@ -90,12 +98,17 @@ def _parse(config_json: str, sealed: frozenset[tuple[str, str]]) -> EvalsConfig:
                 "storage and this process never loaded it; build the definitions from the "
                 "same project file here (e.g. through the code location)"
             )
-        table = bench_backends if field.startswith("bench.") else backends
-        table[field.rpartition(".")[2]] = real
-    bench = config.bench.backends is not None
+        # A backend name may itself contain dots: strip the known prefix, never split.
+        if field.startswith(_BENCH_FIELD):
+            bench_backends[field.removeprefix(_BENCH_FIELD)] = real
+        else:
+            backends[field.removeprefix(_RUN_FIELD)] = real
+    has_bench = config.bench.backends is not None
     update = {
         "backends": backends,
-        "bench": config.bench.model_copy(update={"backends": bench_backends if bench else None}),
+        "bench": config.bench.model_copy(
+            update={"backends": bench_backends if has_bench else None}
+        ),
     }
     return config.model_copy(update=update)
 
@@ -117,9 +130,8 @@ def _gold(name: str, path: str, split: str) -> GoldCorpus:
 
 class EvalsResource(ConfigurableResource):
     config_json: str  # secret-bearing specs in their `describe()` form
-    sealed_specs: dict[str, str] = Field(
-        default_factory=dict
-    )  # field -> SHA-256 of its real spec (see `_SEALED`)
+    # "backends.NAME" / "bench.backends.NAME" -> the digest of its real spec (see `_SEALED`)
+    sealed_specs: dict[str, str] = Field(default_factory=dict)
     anthropic_api_key: str | None = None
 
     @classmethod

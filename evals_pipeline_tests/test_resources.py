@@ -16,7 +16,12 @@ URL = f"http://user:{SECRET}@127.0.0.1:9/v1/chat/completions?api-key={SECRET}"
 
 
 def _config(tmp_path: Path):  # type: ignore[no-untyped-def]
-    config = make_config(tmp_path, {"oracle": "oracle", "live": f"oai-http:url={URL}"})
+    backends = {
+        "oracle": "oracle",
+        "live": f"oai-http:url={URL}",
+        "llama3.1": f"oai-http:url={URL}",
+    }
+    config = make_config(tmp_path, backends)
     bench = config.bench.model_copy(update={"backends": {"b-live": f"oai-http:url={URL}"}})
     return config.model_copy(update={"bench": bench})
 
@@ -28,9 +33,15 @@ def test_a_credential_in_a_spec_is_stored_as_its_description_and_restored_for_th
     stored = resource.config_json + repr(resource.sealed_specs)
     assert SECRET not in stored
     assert "oai-http:url=http://127.0.0.1:9/v1/chat/completions" in resource.config_json
-    assert sorted(resource.sealed_specs) == ["backends.live", "bench.backends.b-live"]
+    assert sorted(resource.sealed_specs) == [
+        "backends.live",
+        "backends.llama3.1",
+        "bench.backends.b-live",
+    ]
     config = resource.config
+    assert sorted(config.backends) == ["live", "llama3.1", "oracle"]  # a dotted name, whole
     assert config.specs["live"].params["url"] == URL
+    assert config.specs["llama3.1"].params["url"] == URL
     assert config.bench_specs["b-live"].params["url"] == URL
     assert config.backends["oracle"] == "oracle"
 

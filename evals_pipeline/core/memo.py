@@ -26,8 +26,10 @@ def on_forget(clear: Callable[[], None]) -> Callable[[], None]:
 
 
 def forget_all() -> None:
-    """Empty every memo in the process: a benchmark's cold start, a test's, or a process that
-    wants the memory back. Never needed for correctness; each memo checks its own validity."""
+    """Empty every registered memo (each IdentityMemo, the shared cassette loads and indexes,
+    the file digests, the extract keys): a benchmark's cold start, a test's, or a process that
+    wants the memory back. Not needed between runs: each memo is keyed by everything its value
+    derives from. (The resource's small `lru_cache`s of parsed config are not included.)"""
     for clear in _CLEARERS:
         clear()
 

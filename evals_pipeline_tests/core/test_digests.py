@@ -47,3 +47,18 @@ def test_a_file_changed_just_before_it_was_hashed_is_never_trusted(tmp_path: Pat
 def test_a_missing_file_is_file_not_found(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         file_sha256(tmp_path / "nope.jsonl")
+
+
+def test_the_racy_window_decides_whether_a_digest_is_remembered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(b"x\n")
+    changed = max(path.stat().st_mtime, path.stat().st_ctime)
+    digests.forget_digests()
+    monkeypatch.setattr(digests.time, "time", lambda: changed + digests.RACY_WINDOW_S / 2)
+    file_sha256(path)
+    assert os.path.abspath(path) not in digests._memo  # hashed too soon after the change
+    monkeypatch.setattr(digests.time, "time", lambda: changed + digests.RACY_WINDOW_S + 1)
+    file_sha256(path)
+    assert os.path.abspath(path) in digests._memo

@@ -36,6 +36,7 @@ class CassetteRecord(BaseModel):
 
 
 class ReplayResponse(BaseModel):
+    # `result` is read past, unchecked (see ReplayRecord).
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     transcript: tuple[StageTranscript, ...]
@@ -44,20 +45,21 @@ class ReplayResponse(BaseModel):
 class ReplayRecord(BaseModel):
     """A record as loading checks it and replay reads it.
 
-    `request` (the rendered prompts, already summed up by the key) and `response.result` (the
-    parsed output, which replay derives afresh from the transcript) are written for people
-    reading the file and are most of its bytes. Parsing still reads past them, so a line that
-    is not well-formed JSON is caught, but builds no objects for them: about half the time of
-    validating a whole `CassetteRecord`.
+    Every top-level field is checked as in `CassetteRecord` (an unknown or missing one is a
+    corrupt line), but `response.result`, the parsed output that replay derives afresh from the
+    transcript and the bulk of a record, is only read past: the line must still be well-formed
+    JSON, but a missing or malformed `result` is not an error here. That halves the time to
+    validate a record.
     """
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     key: str
     call_type: CallType
     provider: str
     model: str
     timestamp: str
+    request: dict[str, Any]
     response: ReplayResponse
 
 

@@ -34,11 +34,11 @@ def _sha256(material: Mapping[str, Any]) -> str:
 _ENCODED: IdentityMemo[str] = IdentityMemo(256)
 _RECURRING = frozenset({"entity_system", "edge_system"})
 
-# Whole extract keys by value: the two system prompts and the episode are everything a key is
-# derived from. One chunk is keyed by the plan's guards, its extraction step's guards, the
-# extraction cache, the recorder and the replayer, often from equal but distinct objects (each
-# step reads the corpus back from storage). Cleared when full.
-_EXTRACT_KEYS: dict[tuple[str, str, Episode], str] = {}
+# Whole extract keys by value: the two system prompts and the episode (with its reference time
+# as written) are everything a key is derived from. One chunk is keyed by the plan's guards,
+# its extraction step's guards, the extraction cache, the recorder and the replayer, often from
+# equal but distinct objects (each step reads the corpus back from storage). Cleared when full.
+_EXTRACT_KEYS: dict[tuple[str, str, Episode, str | None], str] = {}
 _EXTRACT_KEYS_KEPT = 65_536
 on_forget(_EXTRACT_KEYS.clear)
 
@@ -97,7 +97,10 @@ def extract_key(
     entity_system, edge_system = (
         system_prompts(options) if prompts is None else (prompts.entity_system, prompts.edge_system)
     )
-    memo_key = (entity_system, edge_system, episode)
+    # Episodes compare by value, but aware datetimes compare equal across UTC offsets while
+    # their isoformat (in the prompt and the key) differs: the written form is part of the key.
+    when = episode.reference_time.isoformat() if episode.reference_time is not None else None
+    memo_key = (entity_system, edge_system, episode, when)
     hit = _EXTRACT_KEYS.get(memo_key)
     if hit is not None:
         return hit

@@ -136,6 +136,9 @@ class Cassette:
     _by_key: dict[str, tuple[bytes, ...]] = field(default_factory=dict)
     _served: dict[str, int] = field(default_factory=dict)  # consume=True: answers served
     record_count: int = 0
+    # Every line that starts like the recorder's lines, `{"key":"<64 chars>",`, starts with its
+    # own key (a hand-made line could repeat "key"; JSON's last value wins).
+    keys_lead: bool = True
 
     def _next(self, key: str) -> tuple[tuple[bytes, ...] | None, int]:
         lines = self._by_key.get(key)
@@ -181,7 +184,7 @@ def _file_state(path: Path) -> tuple[object, ...]:
         st = path.stat()
     except FileNotFoundError:
         return (str(path), None)
-    return (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    return (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _file_digest(path: Path) -> str | None:
@@ -272,6 +275,7 @@ def _load(
     by_key: dict[str, list[bytes]] = {}
     first_line: dict[str, int] = {}
     count = 0
+    keys_lead = True
     with gc_paused():  # the records are acyclic, and dropped as soon as they are checked
         for path in path_list:
             if not path.exists():
@@ -285,13 +289,27 @@ def _load(
                 first_line.setdefault(record.key, number)
                 lines.append(raw)
                 count += 1
+                if keys_lead and _leading_key(raw) not in (None, record.key):
+                    keys_lead = False
         held = {key: tuple(lines) for key, lines in by_key.items()}
     return Cassette(
-        paths=path_list, unique=unique, consume=consume, _by_key=held, record_count=count
+        paths=path_list,
+        unique=unique,
+        consume=consume,
+        _by_key=held,
+        record_count=count,
+        keys_lead=keys_lead,
     )
 
 
 _KEY_PREFIX = b'{"key":"'
+
+
+def _leading_key(raw: bytes) -> str | None:
+    """The key a line starts with, as the recorder writes it, or None."""
+    if raw.startswith(_KEY_PREFIX) and raw[72:74] == b'",':
+        return raw[8:72].decode("ascii", "replace")
+    return None
 
 
 def _load_checked_subset(
@@ -301,12 +319,12 @@ def _load_checked_subset(
     meanwhile. `index_cassette` checks every line (or knows, by the file's digest, that it
     did), so the other lines need no second look: a line the recorder wrote starts with its
     key, and one that does not is validated to find its key."""
-    index_cassette(path)
+    if not index_cassette(path).keys_lead:
+        return None  # some line's leading "key" is not its key (hand-made): load it whole
 
     def unwanted(raw: bytes) -> bool:
-        if raw.startswith(_KEY_PREFIX) and raw[72:74] == b'",':
-            return raw[8:72].decode("ascii", "replace") not in keys
-        return False
+        key = _leading_key(raw)
+        return key is not None and key not in keys
 
     by_key: dict[str, tuple[bytes, ...]] = {}
     with gc_paused():
@@ -330,6 +348,7 @@ class CassetteIndex:
     path: Path
     keys: frozenset[str]
     record_count: int
+    keys_lead: bool = True  # see Cassette.keys_lead
 
     def __contains__(self, key: str) -> bool:
         return key in self.keys
@@ -356,7 +375,7 @@ def index_cassette(path: Path | str) -> CassetteIndex:
     if hit is not None:
         return hit
     cassette = load_cassette(path, unique=True)
-    index = CassetteIndex(path, frozenset(cassette.keys()), len(cassette))
+    index = CassetteIndex(path, frozenset(cassette.keys()), len(cassette), cassette.keys_lead)
     if before == _file_state(path):
         with _memo_lock:
             _indexes[memo_key] = index

@@ -49,15 +49,15 @@ class BackendSpec:
         return Path(self.params["path"]) if self.kind == "cassette" else None
 
     def describe(self) -> str:
-        """The spec with nothing secret in it: a URL's user info and query string (where a
-        key could hide) are dropped; the rest is shown."""
+        """The spec with nothing secret in it: a URL's user info, query string and fragment
+        (where a key could hide) are dropped; the rest is shown as written."""
         url = self.params.get("url")
         if url is None:
             return self.raw
         parts = urlsplit(url)
-        host = parts.hostname or ""
-        if parts.port is not None:
-            host = f"{host}:{parts.port}"
+        host = parts.netloc.rpartition("@")[2]  # as written: case, brackets and port kept
+        if host == parts.netloc and not parts.query and not parts.fragment:
+            return self.raw  # nothing to hide: shown exactly as given
         clean = urlunsplit((parts.scheme, host, parts.path, "", ""))
         return self.raw.replace(url, clean)
 

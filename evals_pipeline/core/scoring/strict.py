@@ -94,9 +94,10 @@ _ChunkKeys = dict[str, Counter[Hashable]]
 _KEYS: IdentityMemo[_ChunkKeys] = IdentityMemo(200_000)
 
 
-def _chunk_keys(result: ExtractionResult) -> _ChunkKeys:
-    """The normalised items of one chunk, per axis (each name normalised once)."""
-    hit = _KEYS.get(result)
+def _chunk_keys(result: ExtractionResult, *, remember: bool = False) -> _ChunkKeys:
+    """The normalised items of one chunk, per axis (each name normalised once); `remember`
+    for a reference chunk, which every candidate is compared with."""
+    hit = _KEYS.get(result) if remember else None
     if hit is not None:
         return hit
     names: list[str] = []
@@ -114,7 +115,7 @@ def _chunk_keys(result: ExtractionResult) -> _ChunkKeys:
         "edges": Counter(edges),
         "summaries": Counter(summaries),
     }
-    return _KEYS.put((result,), keys)
+    return _KEYS.put((result,), keys) if remember else keys
 
 
 def _prf(candidate: Counter[Hashable], reference: Counter[Hashable]) -> PRF:
@@ -129,7 +130,7 @@ _NOTHING: _ChunkKeys = {axis: Counter() for axis in AXES}
 def compare(candidate: ExtractionResult | None, reference: ExtractionResult) -> dict[str, PRF]:
     """PRF per axis for one chunk. A None candidate (a failed chunk) misses every reference item."""
     cand = _NOTHING if candidate is None else _chunk_keys(candidate)
-    ref = _chunk_keys(reference)
+    ref = _chunk_keys(reference, remember=True)
     return {axis: _prf(cand[axis], ref[axis]) for axis in AXES}
 
 

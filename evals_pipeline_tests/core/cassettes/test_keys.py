@@ -92,3 +92,17 @@ def test_keys_are_remembered_by_value_and_never_confused_between_episodes_or_opt
             assert first[episode.name, option.mode] == _sha256(_material(episode, option))
     edited = AWKWARD[0].model_copy(update={"custom_instructions": "new"})
     assert extract_key(edited, options[0]) != first[AWKWARD[0].name, "freeform"]
+
+
+def test_equal_reference_times_in_different_offsets_get_their_own_keys() -> None:
+    """`12:00+00:00 == 13:00+01:00`, but the prompt shows the time as written."""
+    from datetime import timedelta, timezone
+
+    utc = Episode(name="t", body="b", reference_time=datetime(2024, 1, 1, 12, tzinfo=UTC))
+    plus_one = utc.model_copy(
+        update={"reference_time": datetime(2024, 1, 1, 13, tzinfo=timezone(timedelta(hours=1)))}
+    )
+    assert utc == plus_one  # what made a by-value memo confuse them
+    options = _options()[0]
+    assert extract_key(utc, options) != extract_key(plus_one, options)
+    assert extract_key(plus_one, options) == _sha256(_material(plus_one, options))

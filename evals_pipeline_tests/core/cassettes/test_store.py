@@ -309,17 +309,19 @@ def test_an_unchanged_cassette_is_indexed_once_and_a_changed_one_again(
 
 
 def test_a_load_keeps_what_replay_reads_and_still_checks_the_rest_is_json(tmp_path: Path) -> None:
-    """`request` and `response.result` are read past, not built; a broken byte inside them is
-    still a corrupt line, named by number."""
+    """`response.result` is read past, not built; a broken byte inside the record is still a
+    corrupt line, named by number."""
     path = tmp_path / "c.jsonl"
-    full = record("a" * 64).model_copy(update={"request": {"entity_system": "x" * 1000}})
+    base = record("a" * 64)
+    response = CassetteResponse(transcript=base.response.transcript, result={"note": "x" * 1000})
+    full = base.model_copy(update={"response": response})
     write(path, full)
     loaded = load_cassette(path).take("a" * 64, "extract")
     assert loaded.response.transcript == full.response.transcript
     assert (loaded.key, loaded.provider, loaded.model) == (full.key, full.provider, full.model)
-    assert not hasattr(loaded, "request") and not hasattr(loaded.response, "result")
+    assert not hasattr(loaded.response, "result")
     good = path.read_text()
-    broken = good.replace('"entity_system":"x', '"entity_system":x', 1)
+    broken = good.replace('"note":"x', '"note":x', 1)
     assert broken != good
     path.write_text(good + broken)
     with pytest.raises(CassetteCorrupt) as err:
@@ -369,3 +371,34 @@ def test_a_big_cassette_asked_for_some_keys_holds_only_those_and_still_checks_ev
     path.write_text(good + record(keys[0]).model_dump_json() + "\n")
     with pytest.raises(CassetteDuplicateKey):
         load_cassette(path, unique=True, keys={keys[1]})
+
+
+def test_a_subset_load_of_a_line_that_repeats_key_serves_it_by_its_real_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """JSON's last "key" wins; a hand-made line that starts with another key is not skipped."""
+    from evals_pipeline.core.cassettes import store
+
+    monkeypatch.setattr(store, "MEMO_MAX_BYTES", 0)
+    path = tmp_path / "c.jsonl"
+    write(path, record("a" * 64))
+    line = record("b" * 64, text="b").model_dump_json()
+    with path.open("a") as handle:
+        handle.write('{"key":"' + "c" * 64 + '",' + line[1:] + "\n")  # first "key" is c, last b
+    subset = load_cassette(path, unique=True, keys={"b" * 64})
+    assert subset.take("b" * 64, "extract").response.transcript[0].attempts[0].text == "b"
+
+
+@pytest.mark.parametrize("change", ["unknown field", "no request"])
+def test_a_record_with_an_unknown_or_missing_top_level_field_is_corrupt(
+    tmp_path: Path, change: str
+) -> None:
+    data = record("a" * 64).model_dump(mode="json")
+    if change == "unknown field":
+        data["requset"] = {}
+    else:
+        del data["request"]
+    path = tmp_path / "c.jsonl"
+    path.write_text(json.dumps(data) + "\n")
+    with pytest.raises(CassetteCorrupt, match=r"request|requset"):
+        load_cassette(path)

@@ -64,3 +64,17 @@ def test_describe_drops_user_info_and_query_where_a_key_could_hide() -> None:
     assert "s3cret" not in shown and "user" not in shown
     assert shown == "oai-http:url=https://llm.example:8443/v1/chat/completions,model=m"
     assert parse_backend_spec("cassette:path=a.jsonl").describe() == "cassette:path=a.jsonl"
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://[::1]:8080/v1", "http://LLM.Example:99999/v1", "http://h/v1?", "http://h/v1#"],
+)
+def test_describe_shows_a_url_with_nothing_secret_exactly_as_written(url: str) -> None:
+    spec = parse_backend_spec(f"oai-http:url={url}")
+    assert spec.describe() == spec.raw
+
+
+def test_describe_drops_a_fragment_and_keeps_an_ipv6_host() -> None:
+    shown = parse_backend_spec("oai-http:url=http://u:k@[::1]:8080/v1#k").describe()
+    assert shown == "oai-http:url=http://[::1]:8080/v1"
