@@ -23,7 +23,9 @@ class CassetteResponse(BaseModel):
     result: dict[str, Any]
 
 
-class CassetteRecord(BaseModel):
+class _RecordHead(BaseModel):
+    """The fields every record has, before its response."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     key: str
@@ -32,6 +34,9 @@ class CassetteRecord(BaseModel):
     model: str
     timestamp: str
     request: dict[str, Any]
+
+
+class CassetteRecord(_RecordHead):
     response: CassetteResponse
 
 
@@ -42,7 +47,7 @@ class ReplayResponse(BaseModel):
     transcript: tuple[StageTranscript, ...]
 
 
-class ReplayRecord(BaseModel):
+class ReplayRecord(_RecordHead):
     """A record as loading checks it and replay reads it.
 
     Every top-level field is checked as in `CassetteRecord` (an unknown or missing one is a
@@ -52,14 +57,6 @@ class ReplayRecord(BaseModel):
     validate a record.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    key: str
-    call_type: CallType
-    provider: str
-    model: str
-    timestamp: str
-    request: dict[str, Any]
     response: ReplayResponse
 
 
