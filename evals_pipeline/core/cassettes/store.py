@@ -270,8 +270,20 @@ def load_cassette(
 
 
 def _load(
-    path_list: tuple[Path, ...], *, unique: bool, consume: bool, missing_ok: bool
+    path_list: tuple[Path, ...],
+    *,
+    unique: bool,
+    consume: bool,
+    missing_ok: bool,
+    wanted: AbstractSet[str] | None = None,
 ) -> Cassette:
+    """Every record of the files, or with `wanted` only those keys' records: a line the
+    recorder wrote is then skipped unread by its leading key (see `_load_checked_subset`)."""
+
+    def unwanted(raw: bytes) -> bool:
+        key = _leading_key(raw)
+        return key is not None and wanted is not None and key not in wanted
+
     by_key: dict[str, list[bytes]] = {}
     first_line: dict[str, int] = {}
     count = 0
@@ -282,7 +294,10 @@ def _load(
                 if missing_ok:
                     continue
                 raise CassetteCorrupt(path, 0, "cassette file not found")
-            for number, raw, record in _iter_lines(path, ReplayRecord):
+            skip = unwanted if wanted is not None else None
+            for number, raw, record in _iter_lines(path, ReplayRecord, skip=skip):
+                if wanted is not None and record.key not in wanted:
+                    continue
                 lines = by_key.setdefault(record.key, [])
                 if unique and lines:
                     raise CassetteDuplicateKey(path, record.key, (first_line[record.key], number))
@@ -321,24 +336,8 @@ def _load_checked_subset(
     key, and one that does not is validated to find its key."""
     if not index_cassette(path).keys_lead:
         return None  # some line's leading "key" is not its key (hand-made): load it whole
-
-    def unwanted(raw: bytes) -> bool:
-        key = _leading_key(raw)
-        return key is not None and key not in keys
-
-    by_key: dict[str, tuple[bytes, ...]] = {}
-    with gc_paused():
-        for _number, raw, record in _iter_lines(path, ReplayRecord, skip=unwanted):
-            if record.key not in keys:
-                continue
-            if record.key in by_key:  # the index would have raised; the file changed
-                return None
-            by_key[record.key] = (raw,)
-    if _file_state(path) != before:
-        return None
-    return Cassette(
-        paths=(path,), unique=True, consume=False, _by_key=by_key, record_count=len(by_key)
-    )
+    subset = _load((path,), unique=True, consume=False, missing_ok=False, wanted=keys)
+    return subset if _file_state(path) == before else None
 
 
 @dataclass(frozen=True)
