@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 SourceType = Literal["text", "message", "json"]
 OntologyMode = Literal["freeform", "open", "strict"]
@@ -62,6 +62,11 @@ class Edge(_Frozen):
 class ExtractionResult(_Frozen):
     entities: tuple[Entity, ...] = ()
     edges: tuple[Edge, ...] = ()
+
+
+# Whole entity / edge lists validated or serialised in one call instead of one per item.
+ENTITY_LIST: TypeAdapter[tuple[Entity, ...]] = TypeAdapter(tuple[Entity, ...])
+EDGE_LIST: TypeAdapter[tuple[Edge, ...]] = TypeAdapter(tuple[Edge, ...])
 
 
 class ChatRequest(_Frozen):

@@ -12,9 +12,9 @@ import json
 import re
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .models import Edge, Entity, ParseStatus
+from .models import EDGE_LIST, ENTITY_LIST, Edge, Entity, ParseStatus
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -55,16 +55,14 @@ class TypesReply(_Loose):
 
 # Items carry exactly the fields of Entity / Edge (extra keys were dropped), already validated
 # with the same types: one adapter call per reply turns them into the frozen models.
-_ENTITIES: TypeAdapter[tuple[Entity, ...]] = TypeAdapter(tuple[Entity, ...])
-_EDGES: TypeAdapter[tuple[Edge, ...]] = TypeAdapter(tuple[Edge, ...])
 
 
 def entities_of(reply: EntitiesReply) -> tuple[Entity, ...]:
-    return _ENTITIES.validate_python([item.__dict__ for item in reply.entities])
+    return ENTITY_LIST.validate_python([item.__dict__ for item in reply.entities])
 
 
 def edges_of(reply: EdgesReply) -> tuple[Edge, ...]:
-    return _EDGES.validate_python([item.__dict__ for item in reply.edges])
+    return EDGE_LIST.validate_python([item.__dict__ for item in reply.edges])
 
 
 def _validate(shape: type[T], value: Any) -> T | None:

@@ -14,7 +14,7 @@ from pydantic import TypeAdapter
 
 from .corpus import Chunk
 from .gc_tuning import gc_paused
-from .models import Edge, Entity, Episode, ExtractionResult
+from .models import EDGE_LIST, ENTITY_LIST, Episode, ExtractionResult
 from .runner import ChunkRun
 
 COLUMNS = (
@@ -39,10 +39,6 @@ COLUMNS = (
     "model",
 )
 
-# One validator/serialiser call per list instead of one per item (same JSON, same models).
-_ENTITIES = TypeAdapter(tuple[Entity, ...])
-_EDGES = TypeAdapter(tuple[Edge, ...])
-
 
 @gc_paused()
 def runs_to_table(runs: Sequence[ChunkRun]) -> pd.DataFrame:
@@ -60,12 +56,12 @@ def runs_to_table(runs: Sequence[ChunkRun]) -> pd.DataFrame:
                     run.failure.classification if run.failure is not None else None
                 ),
                 "entities": (
-                    json.dumps(_ENTITIES.dump_python(result.entities, mode="json"))
+                    json.dumps(ENTITY_LIST.dump_python(result.entities, mode="json"))
                     if result is not None
                     else None
                 ),
                 "edges": (
-                    json.dumps(_EDGES.dump_python(result.edges, mode="json"))
+                    json.dumps(EDGE_LIST.dump_python(result.edges, mode="json"))
                     if result is not None
                     else None
                 ),
@@ -105,7 +101,7 @@ def row_result(entities: str | None, edges: str | None) -> ExtractionResult | No
     if entities is None or edges is None or pd.isna(entities):
         return None
     return ExtractionResult(
-        entities=_ENTITIES.validate_json(entities), edges=_EDGES.validate_json(edges)
+        entities=ENTITY_LIST.validate_json(entities), edges=EDGE_LIST.validate_json(edges)
     )
 
 
