@@ -15,10 +15,11 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from .cassettes.cache import backend_fingerprint, cache_path, file_digest
+from .cassettes.cache import backend_fingerprint, cache_path
 from .cassettes.keys import extract_key
 from .cassettes.store import Cassette, CassetteIndex, index_cassette, load_cassette
 from .config import EvalsConfig
+from .digests import file_sha256
 from .errors import CassetteCorrupt, CassetteDuplicateKey, ConfigError
 from .extractors.anthropic import API_KEY_ENV
 from .models import Episode, ExtractionResult, OntologyMode
@@ -150,7 +151,7 @@ def _identity_guards(config: EvalsConfig, guards: list[Guard]) -> None:
                     "would be degenerate",
                 )
             )
-        elif path_a.exists() and path_b.exists() and file_digest(path_a) == file_digest(path_b):
+        elif path_a.exists() and path_b.exists() and file_sha256(path_a) == file_sha256(path_b):
             guards.append(
                 Guard(
                     "distinct_cassettes",
@@ -309,7 +310,7 @@ def _cache_for_plan(path: Path) -> Cassette | None:
 def fresh_recording_guards(record_paths: Mapping[str, Path]) -> list[Guard]:
     """Post-run half of the identity guard: freshly recorded cassettes must differ."""
     existing = {n: p for n, p in record_paths.items() if p.exists() and p.stat().st_size > 0}
-    digests = {name: file_digest(path) for name, path in existing.items()}
+    digests = {name: file_sha256(path) for name, path in existing.items()}
     return [
         Guard(
             "fresh_recordings_distinct",

@@ -24,15 +24,11 @@ from .replay import ReplayingExtractor
 from .store import load_cassette
 
 
-def file_digest(path: Path) -> str:
-    return file_sha256(path)
-
-
 def backend_fingerprint(spec: BackendSpec, *, corpus_digest: str) -> str:
     """What, besides the prompt (already in every key), decides a backend's answers."""
     material = [spec.kind, spec.raw]
     if spec.cassette_path is not None and spec.cassette_path.exists():
-        material.append(file_digest(spec.cassette_path))
+        material.append(file_sha256(spec.cassette_path))
     if spec.kind == "oracle":
         material.append(corpus_digest)
     return hashlib.sha256("\0".join(material).encode()).hexdigest()[:16]
