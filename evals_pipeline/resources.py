@@ -75,13 +75,20 @@ def _sealed_config(config: EvalsConfig) -> tuple[EvalsConfig, dict[str, str]]:
                 sealed[prefix + name] = digest
         return shown
 
-    bench = config.bench
-    bench_backends = None if bench.backends is None else seal_all(_BENCH_FIELD, bench.backends)
-    update = {
-        "backends": seal_all(_RUN_FIELD, config.backends),
-        "bench": bench.model_copy(update={"backends": bench_backends}),
-    }
-    return config.model_copy(update=update), sealed
+    bench = config.bench.backends
+    shown = _with_backends(
+        config,
+        seal_all(_RUN_FIELD, config.backends),
+        None if bench is None else seal_all(_BENCH_FIELD, bench),
+    )
+    return shown, sealed
+
+
+def _with_backends(
+    config: EvalsConfig, backends: dict[str, str], bench_backends: dict[str, str] | None
+) -> EvalsConfig:
+    bench = config.bench.model_copy(update={"backends": bench_backends})
+    return config.model_copy(update={"backends": backends, "bench": bench})
 
 
 @functools.lru_cache(maxsize=8)
@@ -103,14 +110,9 @@ def _parse(config_json: str, sealed: frozenset[tuple[str, str]]) -> EvalsConfig:
             bench_backends[field.removeprefix(_BENCH_FIELD)] = real
         else:
             backends[field.removeprefix(_RUN_FIELD)] = real
-    has_bench = config.bench.backends is not None
-    update = {
-        "backends": backends,
-        "bench": config.bench.model_copy(
-            update={"backends": bench_backends if has_bench else None}
-        ),
-    }
-    return config.model_copy(update=update)
+    return _with_backends(
+        config, backends, bench_backends if config.bench.backends is not None else None
+    )
 
 
 @functools.lru_cache(maxsize=8)
