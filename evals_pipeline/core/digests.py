@@ -26,7 +26,8 @@ _memo: dict[str, tuple[tuple[int, ...], str]] = {}
 _lock = threading.Lock()
 
 
-def _state(st: os.stat_result) -> tuple[int, ...]:
+def stat_state(st: os.stat_result) -> tuple[int, ...]:
+    """What changes when a file is rewritten, appended to, replaced or touched."""
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
@@ -34,7 +35,7 @@ def file_sha256(path: Path | str) -> str:
     """The hex SHA-256 of the file's bytes; FileNotFoundError if there is no file."""
     name = os.path.abspath(path)
     before = os.stat(name)
-    state = _state(before)
+    state = stat_state(before)
     with _lock:
         hit = _memo.get(name)
     if hit is not None and hit[0] == state:
@@ -46,7 +47,7 @@ def file_sha256(path: Path | str) -> str:
             digest.update(block)
     hexdigest = digest.hexdigest()
     settled = hashed_at - max(before.st_mtime, before.st_ctime) > RACY_WINDOW_S
-    if settled and _state(os.stat(name)) == state:
+    if settled and stat_state(os.stat(name)) == state:
         with _lock:
             if len(_memo) >= _KEPT:
                 _memo.clear()

@@ -20,7 +20,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ..digests import file_sha256
+from ..digests import file_sha256, stat_state
 from ..errors import CassetteCorrupt, CassetteDuplicateKey, CassetteMiss, CassetteWriteError
 from ..files import field_path
 from ..gc_tuning import gc_paused
@@ -184,7 +184,7 @@ def _file_state(path: Path) -> tuple[object, ...]:
         st = path.stat()
     except FileNotFoundError:
         return (str(path), None)
-    return (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return (str(path.resolve()), *stat_state(st))
 
 
 def _file_digest(path: Path) -> str | None:
