@@ -79,8 +79,8 @@ from evals_pipeline.core.options import ExtractOptions  # noqa: E402
 from evals_pipeline.core.reports.assemble import assemble_mode_report  # noqa: E402
 from evals_pipeline.core.reports.report import backend_summary, mode_matrix  # noqa: E402
 from evals_pipeline.core.runner import ChunkRun, extract_all, run_sync  # noqa: E402
-from evals_pipeline.core.scoring.strict import score_against_reference  # noqa: E402
-from evals_pipeline.core.tables import runs_to_table, table_results  # noqa: E402
+from evals_pipeline.core.scoring.strict import score_keys, table_keys  # noqa: E402
+from evals_pipeline.core.tables import runs_to_table  # noqa: E402
 from evals_pipeline_tests.support.deterministic_backend import (  # noqa: E402
     answer,
     openai_responder,
@@ -532,9 +532,9 @@ def _graph_path(
                 raise RuntimeError(f"replay of {name}/{mode} failed: {runs[0].error}")
             tables[name] = runs_to_table(runs)
             t = lap("runs_to_table", t)
-        ref = table_results(tables[REFERENCE])
+        ref = table_keys(tables[REFERENCE])
         strict = {
-            name: score_against_reference(table_results(tab), ref).to_dict()
+            name: score_keys(table_keys(tab), ref).to_dict()
             for name, tab in tables.items()
             if name != REFERENCE
         }
@@ -1175,11 +1175,9 @@ def core_direct(ontology: Ontology) -> dict[str, Any]:
                 )
 
             tables[name] = runs_to_table(run_sync(run))
-        ref = table_results(tables["oracle"])
+        ref = table_keys(tables["oracle"])
         strict = {
-            n: score_against_reference(table_results(t), ref).to_dict()
-            for n, t in tables.items()
-            if n != "oracle"
+            n: score_keys(table_keys(t), ref).to_dict() for n, t in tables.items() if n != "oracle"
         }
         summaries = {
             n: backend_summary(

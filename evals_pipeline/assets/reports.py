@@ -28,8 +28,7 @@ from ..core.reports.files import write_report_files
 from ..core.reports.markdown import render_mode_matrix, render_mode_report
 from ..core.reports.plot import plot_f1_by_mode
 from ..core.reports.report import float_metrics, mode_matrix
-from ..core.scoring.strict import score_against_reference
-from ..core.tables import table_results
+from ..core.scoring.strict import score_keys, table_keys
 from ..partitions import BY_MODE, mode_partitions, split_key
 from ..resources import EvalsResource
 
@@ -75,9 +74,9 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         """
         tables = _by_backend(fan_in(context, "extractions", extractions))
         reference = evals.config.reference
-        ref = table_results(tables[reference])
+        ref = table_keys(tables[reference])
         strict = {
-            name: score_against_reference(table_results(table), ref).to_dict()
+            name: score_keys(table_keys(table), ref).to_dict()
             for name, table in sorted(tables.items())
             if name != reference
         }

@@ -65,7 +65,11 @@ class ExtractionResult(_Frozen):
 
 
 # Whole entity / edge lists validated or serialised in one call instead of one per item.
-ENTITY_LIST: TypeAdapter[tuple[Entity, ...]] = TypeAdapter(tuple[Entity, ...])
+# NaN and infinities in a property (json.loads accepts them in a reply) stay themselves in the
+# lists' JSON (tables), as json.dumps writes them, instead of turning into null.
+ENTITY_LIST: TypeAdapter[tuple[Entity, ...]] = TypeAdapter(
+    tuple[Entity, ...], config=ConfigDict(ser_json_inf_nan="constants")
+)
 EDGE_LIST: TypeAdapter[tuple[Edge, ...]] = TypeAdapter(tuple[Edge, ...])
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 from pydantic import TypeAdapter
@@ -42,64 +43,70 @@ COLUMNS = (
 
 @gc_paused()
 def runs_to_table(runs: Sequence[ChunkRun]) -> pd.DataFrame:
-    rows = []
+    """One row per run, built column by column (a list per column, not a dict per row)."""
+    columns: dict[str, list[object]] = {name: [] for name in COLUMNS}
+    add = {name: column.append for name, column in columns.items()}
     for run in runs:
-        stats = run.outcome.stats if run.outcome is not None else run.stats
-        result = run.outcome.result if run.outcome is not None else None
-        rows.append(
-            {
-                "chunk": run.episode.name,
-                "ok": run.ok,
-                "error": run.error,
-                "error_type": run.error_type,
-                "failure_classification": (
-                    run.failure.classification if run.failure is not None else None
-                ),
-                "entities": (
-                    json.dumps(ENTITY_LIST.dump_python(result.entities, mode="json"))
-                    if result is not None
-                    else None
-                ),
-                "edges": (
-                    json.dumps(EDGE_LIST.dump_python(result.edges, mode="json"))
-                    if result is not None
-                    else None
-                ),
-                "requests": stats.requests if stats else 0,
-                "input_tokens": stats.input_tokens if stats else 0,
-                "output_tokens": stats.output_tokens if stats else 0,
-                "latency_ms": stats.latency_ms if stats else 0.0,
-                "clean": stats.structured_output.clean if stats else 0,
-                "recovered": stats.structured_output.recovered if stats else 0,
-                "malformed": stats.structured_output.malformed if stats else 0,
-                "retry_succeeded": stats.truncated.retry_succeeded if stats else 0,
-                "exhausted": stats.truncated.exhausted if stats else 0,
-                "edge_budget_exhausted": bool(run.outcome is not None and run.outcome.failures),
-                "provider": run.outcome.provider if run.outcome is not None else None,
-                "model": run.outcome.model if run.outcome is not None else None,
-            }
+        outcome = run.outcome
+        stats = outcome.stats if outcome is not None else run.stats
+        add["chunk"](run.episode.name)
+        add["ok"](outcome is not None)
+        add["error"](run.error)
+        add["error_type"](run.error_type)
+        add["failure_classification"](
+            run.failure.classification if run.failure is not None else None
         )
-    frame = pd.DataFrame(rows, columns=list(COLUMNS))
-    return frame.astype(
-        {
-            "ok": bool,
-            "edge_budget_exhausted": bool,
-            "requests": "int64",
-            "input_tokens": "int64",
-            "output_tokens": "int64",
-            "latency_ms": "float64",
-            "clean": "int64",
-            "recovered": "int64",
-            "malformed": "int64",
-            "retry_succeeded": "int64",
-            "exhausted": "int64",
-        }
-    )
+        if outcome is not None:
+            add["entities"](ENTITY_LIST.dump_json(outcome.result.entities).decode())
+            add["edges"](EDGE_LIST.dump_json(outcome.result.edges).decode())
+        else:
+            add["entities"](None)
+            add["edges"](None)
+        if stats is not None:
+            add["requests"](stats.requests)
+            add["input_tokens"](stats.input_tokens)
+            add["output_tokens"](stats.output_tokens)
+            add["latency_ms"](stats.latency_ms)
+            parse = stats.structured_output
+            add["clean"](parse.clean)
+            add["recovered"](parse.recovered)
+            add["malformed"](parse.malformed)
+            add["retry_succeeded"](stats.truncated.retry_succeeded)
+            add["exhausted"](stats.truncated.exhausted)
+        else:
+            for name in _STATS_COLUMNS:
+                add[name](0)
+        add["edge_budget_exhausted"](bool(outcome is not None and outcome.failures))
+        add["provider"](outcome.provider if outcome is not None else None)
+        add["model"](outcome.model if outcome is not None else None)
+    frame = pd.DataFrame(columns, columns=list(COLUMNS))
+    return frame.astype(_DTYPES)
+
+
+_STATS_COLUMNS = (
+    "requests",
+    "input_tokens",
+    "output_tokens",
+    "latency_ms",
+    "clean",
+    "recovered",
+    "malformed",
+    "retry_succeeded",
+    "exhausted",
+)
+_DTYPES = {
+    **{name: object for name in COLUMNS},  # an empty table's text columns too
+    "ok": bool,
+    "edge_budget_exhausted": bool,
+    **{name: "int64" for name in _STATS_COLUMNS},
+    "latency_ms": "float64",
+}
 
 
 def row_result(entities: str | None, edges: str | None) -> ExtractionResult | None:
-    if entities is None or edges is None or pd.isna(entities):
+    if _failed(entities, edges):
         return None
+    assert entities is not None and edges is not None
     return ExtractionResult(
         entities=ENTITY_LIST.validate_json(entities), edges=EDGE_LIST.validate_json(edges)
     )
@@ -114,6 +121,25 @@ def table_results(table: pd.DataFrame) -> dict[str, ExtractionResult | None]:
             table["chunk"], table["entities"], table["edges"], strict=True
         )
     }
+
+
+Graph = tuple[list[dict[str, Any]], list[dict[str, Any]]]
+
+
+@gc_paused()
+def table_graph_json(table: pd.DataFrame) -> dict[str, Graph | None]:
+    """chunk -> (entities, edges) as plain JSON data, or None where the extraction failed: for
+    readers that need a few fields of every item (scoring), not the models."""
+    return {
+        str(chunk): None if _failed(ents, edges) else (json.loads(ents), json.loads(edges))
+        for chunk, ents, edges in zip(
+            table["chunk"], table["entities"], table["edges"], strict=True
+        )
+    }
+
+
+def _failed(entities: str | None, edges: str | None) -> bool:
+    return entities is None or edges is None or bool(pd.isna(entities))
 
 
 def episodes_table(chunks: Sequence[Chunk]) -> pd.DataFrame:

@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..models import ONTOLOGY_MODES, ExtractionResult
+from ..models import ONTOLOGY_MODES
 from ..ontology import Ontology
-from ..scoring.strict import score_against_reference
+from ..scoring.strict import ChunkKeys, score_keys, table_keys
 from ..statistics import percentiles
-from ..tables import row_result, table_results
+from ..tables import row_result
 
 F1_AXES: tuple[str, ...] = ("entities", "edges", "summaries")
 PARSE_STATUSES: tuple[str, ...] = ("clean", "recovered", "malformed")
@@ -102,17 +102,17 @@ def backend_summary(
     spec: str,
     table: pd.DataFrame,
     *,
-    reference: Mapping[str, ExtractionResult | None] | None,
+    reference: Mapping[str, ChunkKeys | None] | None,
     ontology: Ontology | None,
     mode: str,
     prices: Mapping[str, Mapping[str, float]] | None,
 ) -> dict[str, Any]:
     """One backend's numbers for one mode.
 
-    `reference` is the reference backend's chunk -> result mapping, or None when this backend is
-    the reference (its `strict` block is then None). Token, request and structured-output counts
-    sum over every chunk, failed ones included (a failed chunk still spent its calls); latency
-    and vocabulary compliance read successful chunks only.
+    `reference` is the reference backend's chunk -> keys mapping (`table_keys` of its table), or
+    None when this backend is the reference (its `strict` block is then None). Token, request
+    and structured-output counts sum over every chunk, failed ones included (a failed chunk
+    still spent its calls); latency and vocabulary compliance read successful chunks only.
     """
     ok = table["ok"].astype(bool)
     ok_rows = table[ok]
@@ -127,11 +127,7 @@ def backend_summary(
     provider = _most_common(ok_rows["provider"])
     model = _most_common(ok_rows["model"])
     latencies = [float(v) for v in ok_rows["latency_ms"] if not pd.isna(v)]
-    strict = (
-        None
-        if reference is None
-        else score_against_reference(table_results(table), reference).to_dict()
-    )
+    strict = None if reference is None else score_keys(table_keys(table), reference).to_dict()
     summary: dict[str, Any] = {
         "name": name,
         "spec": spec,
@@ -175,13 +171,13 @@ def mode_report(
     missing = sorted(set(tables) - set(specs))
     if missing:
         raise ValueError(f"no spec given for backend(s) {missing}")
-    ref_results = table_results(tables[reference])
+    ref_keys = table_keys(tables[reference])
     backends = {
         name: backend_summary(
             name,
             specs[name],
             tables[name],
-            reference=None if name == reference else ref_results,
+            reference=None if name == reference else ref_keys,
             ontology=ontology,
             mode=mode,
             prices=prices,

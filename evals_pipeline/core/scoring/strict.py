@@ -18,20 +18,28 @@ and matches are one-to-one (a Counter intersection), so duplicates cannot be dou
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import pandas as pd
 
 from ..gc_tuning import gc_paused
 from ..memo import IdentityMemo
 from ..models import ExtractionResult
+from ..tables import table_graph_json
 
 AXES: tuple[str, ...] = ("entities", "edges", "summaries")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def normalize(s: str) -> str:
-    """Casefold, collapse runs of whitespace to one space, and strip."""
+    """Casefold, collapse runs of whitespace to one space, and strip.
+
+    Remembered: every backend in every mode names the same entities and relations, so most
+    strings scored are ones already normalised."""
     return " ".join(s.casefold().split())
 
 
@@ -88,34 +96,55 @@ class PRF:
         }
 
 
-_ChunkKeys = dict[str, Counter[Hashable]]
+ChunkKeys = dict[str, Counter[Hashable]]
+"""One chunk's normalised items per axis: all that scoring compares."""
 
 # A reference backend's chunks are compared with every candidate's: their keys are derived once.
-_KEYS: IdentityMemo[_ChunkKeys] = IdentityMemo(200_000)
+_KEYS: IdentityMemo[ChunkKeys] = IdentityMemo(200_000)
 
 
-def _chunk_keys(result: ExtractionResult, *, remember: bool = False) -> _ChunkKeys:
-    """The normalised items of one chunk, per axis (each name normalised once); `remember`
-    for a reference chunk, which every candidate is compared with."""
-    hit = _KEYS.get(result) if remember else None
-    if hit is not None:
-        return hit
+def _keys(entities: Iterable[tuple[str, str]], edges: Iterable[tuple[str, str, str]]) -> ChunkKeys:
+    """Keys from (name, summary) pairs and (source, relation, target) triples."""
     names: list[str] = []
     summaries: list[tuple[str, str]] = []
-    for entity in result.entities:
-        name = normalize(entity.name)
+    for raw_name, raw_summary in entities:
+        name = normalize(raw_name)
         names.append(name)
-        if summary := normalize(entity.summary):
+        if summary := normalize(raw_summary):
             summaries.append((name, summary))
-    edges = [
-        (normalize(e.source), normalize(e.relation), normalize(e.target)) for e in result.edges
-    ]
-    keys: _ChunkKeys = {
+    triples = [(normalize(s), normalize(r), normalize(t)) for s, r, t in edges]
+    return {
         "entities": Counter(names),
-        "edges": Counter(edges),
+        "edges": Counter(triples),
         "summaries": Counter(summaries),
     }
-    return _KEYS.put((result,), keys) if remember else keys
+
+
+def chunk_keys(result: ExtractionResult) -> ChunkKeys:
+    """The keys of one parsed graph."""
+    return _keys(
+        ((e.name, e.summary) for e in result.entities),
+        ((e.source, e.relation, e.target) for e in result.edges),
+    )
+
+
+def _remembered_keys(result: ExtractionResult) -> ChunkKeys:
+    hit = _KEYS.get(result)
+    return hit if hit is not None else _KEYS.put((result,), chunk_keys(result))
+
+
+def table_keys(table: pd.DataFrame) -> dict[str, ChunkKeys | None]:
+    """chunk -> keys of an extraction table, read from its JSON columns without building
+    models (the JSON is the models' own dump); None where the chunk's extraction failed."""
+    return {
+        chunk: None
+        if graph is None
+        else _keys(
+            ((e["name"], e["summary"]) for e in graph[0]),
+            ((e["source"], e["relation"], e["target"]) for e in graph[1]),
+        )
+        for chunk, graph in table_graph_json(table).items()
+    }
 
 
 def _prf(candidate: Counter[Hashable], reference: Counter[Hashable]) -> PRF:
@@ -124,14 +153,19 @@ def _prf(candidate: Counter[Hashable], reference: Counter[Hashable]) -> PRF:
     return PRF(tp=tp, fp=candidate.total() - tp, fn=reference.total() - tp)
 
 
-_NOTHING: _ChunkKeys = {axis: Counter() for axis in AXES}
+_NOTHING: ChunkKeys = {axis: Counter() for axis in AXES}
+
+
+def _compare_keys(candidate: ChunkKeys | None, reference: ChunkKeys) -> dict[str, PRF]:
+    cand = _NOTHING if candidate is None else candidate
+    return {axis: _prf(cand[axis], reference[axis]) for axis in AXES}
 
 
 def compare(candidate: ExtractionResult | None, reference: ExtractionResult) -> dict[str, PRF]:
     """PRF per axis for one chunk. A None candidate (a failed chunk) misses every reference item."""
-    cand = _NOTHING if candidate is None else _chunk_keys(candidate)
-    ref = _chunk_keys(reference, remember=True)
-    return {axis: _prf(cand[axis], ref[axis]) for axis in AXES}
+    return _compare_keys(
+        None if candidate is None else chunk_keys(candidate), _remembered_keys(reference)
+    )
 
 
 @dataclass(frozen=True)
@@ -159,7 +193,18 @@ def score_against_reference(
     candidate: Mapping[str, ExtractionResult | None],
     reference: Mapping[str, ExtractionResult | None],
 ) -> StrictScores:
-    """Pool per-chunk counts over the reference's chunks.
+    """Pool per-chunk counts over the reference's chunks (see `score_keys`)."""
+    return score_keys(
+        {chunk: None if r is None else chunk_keys(r) for chunk, r in candidate.items()},
+        {chunk: None if r is None else _remembered_keys(r) for chunk, r in reference.items()},
+    )
+
+
+@gc_paused()
+def score_keys(
+    candidate: Mapping[str, ChunkKeys | None], reference: Mapping[str, ChunkKeys | None]
+) -> StrictScores:
+    """Pool per-chunk counts over the reference's chunks, given each chunk's keys.
 
     A chunk missing from `candidate` counts as a failed candidate chunk (all FN). A chunk the
     reference failed on has nothing to compare against: it is skipped and counted in
@@ -173,7 +218,7 @@ def score_against_reference(
             skipped += 1
             continue
         compared += 1
-        for axis, prf in compare(candidate.get(chunk), ref).items():
+        for axis, prf in _compare_keys(candidate.get(chunk), ref).items():
             totals[axis] = totals[axis] + prf
     return StrictScores(
         entities=totals["entities"],

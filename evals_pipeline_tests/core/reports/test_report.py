@@ -28,7 +28,8 @@ from evals_pipeline.core.reports.report import (
     mode_report,
 )
 from evals_pipeline.core.runner import ChunkRun
-from evals_pipeline.core.tables import runs_to_table, table_results
+from evals_pipeline.core.scoring.strict import table_keys
+from evals_pipeline.core.tables import runs_to_table
 
 ONTOLOGY = Ontology(
     name="people",
@@ -378,7 +379,7 @@ def test_empty_table_error_rate_is_none() -> None:
         "e",
         "s",
         empty,
-        reference=table_results(reference_table()),
+        reference=table_keys(reference_table()),
         ontology=None,
         mode="open",
         prices=None,

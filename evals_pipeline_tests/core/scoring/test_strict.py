@@ -1,15 +1,28 @@
 from collections.abc import Sequence
 
+import pandas as pd
 import pytest
 
-from evals_pipeline.core.models import Edge, Entity, ExtractionResult
+from evals_pipeline.core.models import (
+    CallStats,
+    Edge,
+    Entity,
+    Episode,
+    ExtractionOutcome,
+    ExtractionResult,
+)
+from evals_pipeline.core.runner import ChunkRun
 from evals_pipeline.core.scoring.strict import (
     PRF,
     StrictScores,
+    chunk_keys,
     compare,
     normalize,
     score_against_reference,
+    score_keys,
+    table_keys,
 )
+from evals_pipeline.core.tables import runs_to_table, table_results
 
 
 def graph(
@@ -153,3 +166,52 @@ def test_score_against_self_is_perfect() -> None:
     assert scores.entities.f1 == scores.edges.f1 == scores.summaries.f1 == 1.0
     assert scores.chunks_compared == 2
     assert scores.skipped_chunks == 0
+
+
+def _table(results: dict[str, ExtractionResult | None]) -> pd.DataFrame:
+    runs = [
+        ChunkRun(
+            Episode(name=chunk, body="text"),
+            None
+            if result is None
+            else ExtractionOutcome(
+                result=result, stats=CallStats(), transcript=(), provider="p", model="m"
+            ),
+            error=None if result is not None else "failed",
+        )
+        for chunk, result in results.items()
+    ]
+    return runs_to_table(runs)
+
+
+def test_table_keys_score_as_the_models_do() -> None:
+    """Scoring a table from its JSON columns equals scoring the models it round-trips to."""
+    odd = Entity(name="  Zoë\u2028 ÅNGSTRÖM ", summary="naïve\t\tsummary 😀", properties={"x": 1.5})
+    reference = {
+        "c1": graph([("Alice", "An engineer"), "Acme", "acme"], [("Alice", "WORKS_FOR", "Acme")]),
+        "c2": ExtractionResult(
+            entities=(odd,), edges=(Edge(source="Zoë", relation="r", target="x"),)
+        ),
+        "c3": None,
+        "c4": graph(),
+    }
+    candidate = {
+        "c1": graph(["alice", "ACME", "Bob"], [("acme", "WORKS_FOR", "alice")]),
+        "c2": ExtractionResult(entities=(odd, odd), edges=()),
+        "c4": None,
+        "c5": graph(["only here"]),
+    }
+    ref_table, cand_table = _table(reference), _table(candidate)
+    from_tables = score_keys(table_keys(cand_table), table_keys(ref_table))
+    from_models = score_against_reference(table_results(cand_table), table_results(ref_table))
+    assert from_tables == from_models == score_against_reference(candidate, reference)
+    assert from_tables.chunks_compared == 3 and from_tables.skipped_chunks == 1
+    keys = table_keys(ref_table)
+    assert keys["c3"] is None
+    assert keys["c2"] == chunk_keys(reference["c2"])  # type: ignore[arg-type]
+
+
+def test_normalize_is_remembered_without_changing_results() -> None:
+    normalize.cache_clear()
+    assert normalize(" A  b ") == normalize(" A  b ") == "a b"
+    assert normalize.cache_info().hits >= 1

@@ -1,0 +1,83 @@
+"""Extraction runs as a table: every graph round-trips exactly, through Parquet too."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from evals_pipeline.core.models import (
+    CallStats,
+    Edge,
+    Entity,
+    Episode,
+    ExtractionOutcome,
+    ExtractionResult,
+    ParseCounts,
+)
+from evals_pipeline.core.runner import ChunkRun
+from evals_pipeline.core.tables import COLUMNS, runs_to_table, table_graph_json, table_results
+
+ODD = ExtractionResult(
+    entities=(
+        Entity(
+            name="Zoë \u2028 Ångström",
+            type=None,
+            summary='quotes " and \\ and 😀',
+            properties={
+                "nan": math.nan,
+                "inf": math.inf,
+                "neg": -math.inf,
+                "big": 10**30,
+                "flag": True,
+                "ratio": 0.1,
+                "text": "1",
+            },
+        ),
+        Entity(name="B", type="Person"),
+    ),
+    edges=(Edge(source="Zoë \u2028 Ångström", target="B", relation="KNOWS", fact="f"),),
+)
+
+
+def _ok(name: str, result: ExtractionResult) -> ChunkRun:
+    stats = CallStats(
+        requests=2, input_tokens=7, latency_ms=1.5, structured_output=ParseCounts(clean=2)
+    )
+    outcome = ExtractionOutcome(result=result, stats=stats, transcript=(), provider="p", model="m")
+    return ChunkRun(Episode(name=name, body="text"), outcome)
+
+
+def _failed(name: str) -> ChunkRun:
+    return ChunkRun(Episode(name=name, body="text"), None, "boom", "ExtractionFailed")
+
+
+def _same(got: ExtractionResult | None, want: ExtractionResult | None) -> bool:
+    return repr(got) == repr(want)  # repr: NaN is not equal to itself
+
+
+def test_graphs_round_trip_exactly_and_failures_are_none(tmp_path: Path) -> None:
+    table = runs_to_table([_ok("c1", ODD), _failed("c2"), _ok("c3", ExtractionResult())])
+    assert list(table.columns) == list(COLUMNS)
+    path = tmp_path / "t.parquet"
+    table.to_parquet(path)
+    for frame in (table, pd.read_parquet(path)):
+        results = table_results(frame)
+        assert _same(results["c1"], ODD)
+        assert results["c2"] is None
+        assert results["c3"] == ExtractionResult()
+        graphs = table_graph_json(frame)
+        assert graphs["c2"] is None
+        assert graphs["c1"] is not None and graphs["c1"][0][0]["name"] == "Zoë \u2028 Ångström"
+
+
+def test_columns_and_dtypes_do_not_depend_on_the_rows() -> None:
+    full = runs_to_table([_ok("c1", ODD), _failed("c2")])
+    empty = runs_to_table([])
+    assert dict(full.dtypes) == dict(empty.dtypes)
+    assert full["requests"].tolist() == [2, 0]  # a failed chunk without stats spent nothing
+    assert full["latency_ms"].tolist() == [1.5, 0.0]
+    assert full["ok"].tolist() == [True, False]
+    assert full["error_type"].tolist() == [None, "ExtractionFailed"]
+    assert full["clean"].tolist() == [2, 0]
