@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from string import Template
+
+import pytest
+
 from evals_pipeline.core import prompts
 from evals_pipeline.core.models import Episode
 from evals_pipeline.core.ontology import EntityType, Ontology, RelationType
@@ -39,3 +43,25 @@ def test_equal_options_render_equal_prompts_and_a_full_cache_starts_over() -> No
     again = render_extract_prompts(EPISODE, ExtractOptions.for_mode("open", _ontology("A")))
     assert (again.entity_system, again.edge_system) == (first.entity_system, first.edge_system)
     assert again.entity_user == first.entity_user and "Ada Lovelace" in again.entity_user
+
+
+def test_split_templates_render_as_string_template_does() -> None:
+    shipped = [value for value in vars(prompts).values() if isinstance(value, prompts._Template)]
+    assert len(shipped) == 5
+    for template in shipped:
+        names = {
+            m.group("named") or m.group("braced")
+            for m in template.pattern.finditer(template.template)
+        } - {None}
+        values = {name: f"<{name} $x ${{y}} $$ \\1 {{}} %s>" for name in names}
+        assert template.substitute(values) == Template(template.template).substitute(values)
+    odd = "$$a ${b}c$d $$$e end $"[:-1]
+    split, plain = prompts._Template(odd), Template(odd)
+    values = {"b": 1, "d": "D", "e": None}
+    assert split.substitute(values) == plain.substitute(values)
+    assert split.substitute(values, d="kw") == plain.substitute(values, d="kw")  # kw wins
+    assert split.substitute(b=2, d=3, e=4) == plain.substitute(b=2, d=3, e=4)
+    with pytest.raises(KeyError):
+        split.substitute(b=1)
+    with pytest.raises(ValueError):
+        prompts._Template("price: $5")
