@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .models import EDGE_LIST, ENTITY_LIST, Edge, Entity, ParseStatus
+from .models import Edge, Entity, ParseStatus
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -22,52 +22,33 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 
 class _Loose(BaseModel):
+    """A reply shape whose extra keys, its items' included, are dropped (see `_extra`)."""
+
     model_config = ConfigDict(extra="ignore")
 
 
-class EntityItem(_Loose):
-    name: str
-    type: str | None = None
-    summary: str = ""
-    quote: str = ""
-    properties: dict[str, str | int | float | bool] = Field(default_factory=dict)
-
-
-class EdgeItem(_Loose):
-    source: str
-    target: str
-    relation: str
-    fact: str = ""
-    quote: str = ""
+def _extra(shape: type[BaseModel]) -> Literal["ignore"] | None:
+    """A loose shape's items are validated straight into the frozen Entity / Edge models: the
+    call passes extra="ignore" down to them (a model may add keys), so one validation builds
+    what the flow returns. Any other shape (a strict schema) keeps its own config."""
+    return "ignore" if issubclass(shape, _Loose) else None
 
 
 class EntitiesReply(_Loose):
-    entities: list[EntityItem]
+    entities: tuple[Entity, ...]
 
 
 class EdgesReply(_Loose):
-    edges: list[EdgeItem]
+    edges: tuple[Edge, ...]
 
 
 class TypesReply(_Loose):
     types: dict[str, str]
 
 
-# Items carry exactly the fields of Entity / Edge (extra keys were dropped), already validated
-# with the same types: one adapter call per reply turns them into the frozen models.
-
-
-def entities_of(reply: EntitiesReply) -> tuple[Entity, ...]:
-    return ENTITY_LIST.validate_python([item.__dict__ for item in reply.entities])
-
-
-def edges_of(reply: EdgesReply) -> tuple[Edge, ...]:
-    return EDGE_LIST.validate_python([item.__dict__ for item in reply.edges])
-
-
 def _validate(shape: type[T], value: Any) -> T | None:
     try:
-        return shape.model_validate(value)
+        return shape.model_validate(value, extra=_extra(shape))
     except ValidationError:
         return None
 
@@ -86,7 +67,7 @@ def _from_json(shape: type[T], text: str) -> T | None:
     cases such as lone surrogates in a string).
     """
     try:
-        return shape.model_validate_json(text)
+        return shape.model_validate_json(text, extra=_extra(shape))
     except ValidationError:
         pass
     return _validate(shape, json.loads(text))

@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from evals_pipeline.core.models import Edge, Entity
 from evals_pipeline.core.parsing import EdgesReply, EntitiesReply, parse_structured
 
 T = TypeVar("T", bound=BaseModel)
@@ -32,7 +33,7 @@ def test_fenced_json_is_recovered() -> None:
 def test_trailing_text_is_recovered() -> None:
     parsed, status = parse_structured('{"edges": []} I hope this helps.', EdgesReply)
     assert status == "recovered"
-    assert parsed is not None and parsed.edges == []
+    assert parsed is not None and parsed.edges == ()
 
 
 def test_leading_prose_with_braces_is_recovered() -> None:
@@ -67,7 +68,48 @@ def test_a_json_document_that_is_not_an_object_is_malformed_not_searched() -> No
 def test_the_fenced_object_wins_over_a_brace_in_the_prose_before_it() -> None:
     text = 'Using {braces}: {"edges": "bad"}\n```json\n{"edges": []}\n```'
     parsed, status = parse_structured(text, EdgesReply)
-    assert status == "recovered" and parsed is not None and parsed.edges == []
+    assert status == "recovered" and parsed is not None and parsed.edges == ()
+
+
+class _OldLoose(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class _OldEntityItem(_OldLoose):
+    name: str
+    type: str | None = None
+    summary: str = ""
+    quote: str = ""
+    properties: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+
+class _OldEdgeItem(_OldLoose):
+    source: str
+    target: str
+    relation: str
+    fact: str = ""
+    quote: str = ""
+
+
+class _OldEntitiesReply(_OldLoose):
+    entities: list[_OldEntityItem]
+
+
+class _OldEdgesReply(_OldLoose):
+    edges: list[_OldEdgeItem]
+
+
+def _old_items(text: str, stage: str) -> tuple[tuple[object, ...] | None, str]:
+    """The old flow: loose item models, then each item's fields validated as the frozen model."""
+    if stage == "entities":
+        reply, status = _parse_with_json_loads(text, _OldEntitiesReply)
+        if reply is None:
+            return None, status
+        return tuple(Entity.model_validate(item.__dict__) for item in reply.entities), status
+    edges, status = _parse_with_json_loads(text, _OldEdgesReply)
+    if edges is None:
+        return None, status
+    return tuple(Edge.model_validate(item.__dict__) for item in edges.edges), status
 
 
 def _parse_with_json_loads(text: str, shape: type[T]) -> tuple[T | None, str]:
@@ -125,17 +167,23 @@ _EDGE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("shape", [EntitiesReply, EdgesReply])
+@pytest.mark.parametrize("stage", ["entities", "edges"])
 def test_every_shipped_reply_and_edge_case_parses_as_the_json_loads_parser_did(
-    shape: type[EntitiesReply] | type[EdgesReply],
+    stage: str,
 ) -> None:
-    texts = list(_EDGE_CASES)
+    """Today's parser (pydantic's JSON parser first, items validated straight into the frozen
+    models) against the old one (json.loads, loose item models, then a second validation)."""
+    texts = list(_EDGE_CASES) + [case.replace('"entities"', '"edges"') for case in _EDGE_CASES]
+    texts += ['{"edges": [{"source": "A", "target": "B", "relation": "R", "weight": 0.5}]}']
     for cassette in sorted((REPO / "corpus" / "cassettes").glob("*.jsonl")):
         for line in cassette.read_text(encoding="utf-8").splitlines():
-            for stage in json.loads(line)["response"]["transcript"]:
-                texts += [attempt["text"] for attempt in stage["attempts"]]
+            for transcript in json.loads(line)["response"]["transcript"]:
+                texts += [attempt["text"] for attempt in transcript["attempts"]]
     assert len(texts) > 100
+    shape = EntitiesReply if stage == "entities" else EdgesReply
     for text in texts:
-        got, want = parse_structured(text, shape), _parse_with_json_loads(text, shape)
-        assert got[1] == want[1], text
-        assert repr(got[0]) == repr(want[0]), text  # repr: NaN is not equal to itself
+        parsed, status = parse_structured(text, shape)
+        got = None if parsed is None else getattr(parsed, stage)
+        want, want_status = _old_items(text, stage)
+        assert status == want_status, text
+        assert repr(got) == repr(want), text  # repr: NaN is not equal to itself

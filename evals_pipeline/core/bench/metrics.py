@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from ..compare import RATES
 from ..models import CallStats, Edge, Entity, ExtractionOutcome, ExtractionResult
 from ..ontology import EntityType, Ontology, PropertyType
-from ..parsing import EdgesReply, EntitiesReply, edges_of, entities_of, parse_structured
+from ..parsing import EdgesReply, EntitiesReply, parse_structured
 from .corpus import EdgeRef, ExpectedGraph, Vertex, is_mention
 from .values import canonical, normalise_text, states
 
@@ -185,11 +185,11 @@ def first_reply(outcome: ExtractionOutcome) -> ExtractionResult:
         if stage.stage == "entities":
             ents, _ = parse_structured(text, EntitiesReply)
             if ents is not None:
-                entities = entities_of(ents)
+                entities = ents.entities
         elif stage.stage == "edges":
             eds, _ = parse_structured(text, EdgesReply)
             if eds is not None:
-                edges = edges_of(eds)
+                edges = eds.edges
     return ExtractionResult(entities=entities, edges=edges)
 
 

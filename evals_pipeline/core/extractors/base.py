@@ -32,7 +32,7 @@ from ..models import (
     StageTranscript,
 )
 from ..options import ExtractOptions
-from ..parsing import EdgesReply, EntitiesReply, TypesReply, edges_of, entities_of, parse_structured
+from ..parsing import EdgesReply, EntitiesReply, TypesReply, parse_structured
 from ..prompts import ExtractPrompts, render_classify_prompt, render_extract_prompts
 
 T = TypeVar("T", bound=BaseModel)
@@ -238,7 +238,7 @@ async def run_extract(
         if entities_reply is None:
             assert failure is not None
             raise _StageFailure(failure)
-        entities = entities_of(entities_reply)
+        entities = entities_reply.entities
         edges_reply, failure = await _run_stage(
             transport,
             ChatRequest(
@@ -261,7 +261,7 @@ async def run_extract(
         ) from exc.__cause__
     edges: tuple[Edge, ...] = ()
     if edges_reply is not None:
-        edges = edges_of(edges_reply)
+        edges = edges_reply.edges
     if failure is not None:
         failures.append(failure)
     return ExtractionOutcome(
