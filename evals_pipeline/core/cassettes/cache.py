@@ -54,6 +54,7 @@ class CachingExtractor(Extractor):
         self.inner = inner
         self.provider = inner.provider
         self.model = inner.model
+        self.local = inner.local
         self.path = path
         cassette = load_cassette(path if read else [], consume=fifo, missing_ok=True)
         self._cached = ReplayingExtractor(cassette)

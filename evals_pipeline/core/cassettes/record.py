@@ -39,6 +39,7 @@ class RecordingExtractor(Extractor):
         self.inner = inner
         self.provider = inner.provider
         self.model = inner.model
+        self.local = inner.local
         self.writer = CassetteWriter(path)
         self.sidecar = FailureSidecar(path, cap_bytes=sidecar_cap_bytes) if write_sidecar else None
 

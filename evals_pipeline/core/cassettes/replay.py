@@ -56,6 +56,8 @@ class _TranscriptTransport:
 
 
 class ReplayingExtractor(Extractor):
+    local = True
+
     def __init__(self, cassette: Cassette) -> None:
         self.cassette = cassette
         self.provider = "cassette"

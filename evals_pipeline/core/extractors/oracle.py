@@ -66,6 +66,7 @@ class _OracleTransport:
 
 
 class OracleExtractor(Extractor):
+    local = True
     provider = "oracle"
     model = "oracle"
 

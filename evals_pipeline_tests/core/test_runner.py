@@ -1,0 +1,76 @@
+"""extract_all: the collector policy follows whether the extractor waits on a network."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from evals_pipeline.core.cassettes.cache import CachingExtractor
+from evals_pipeline.core.cassettes.record import RecordingExtractor
+from evals_pipeline.core.extractors.base import Extractor
+from evals_pipeline.core.extractors.oracle import OracleExtractor
+from evals_pipeline.core.gc_tuning import BULK_THRESHOLDS
+from evals_pipeline.core.models import (
+    CallStats,
+    ClassifyOutcome,
+    Edge,
+    Entity,
+    Episode,
+    ExtractionOutcome,
+    ExtractionResult,
+)
+from evals_pipeline.core.options import ExtractOptions
+from evals_pipeline.core.runner import extract_all, run_sync
+
+
+class _Probe(Extractor):
+    """Notes the collector's state during each call."""
+
+    provider = model = "probe"
+
+    def __init__(self, *, local: bool) -> None:
+        self.local = local
+        self.seen: list[tuple[bool, tuple[int, int, int]]] = []
+
+    async def extract(self, episode: Episode, options: ExtractOptions) -> ExtractionOutcome:
+        self.seen.append((gc.isenabled(), gc.get_threshold()))
+        return ExtractionOutcome(
+            result=ExtractionResult(), stats=CallStats(), transcript=(), provider="p", model="m"
+        )
+
+    async def classify_entities(
+        self, entities: Sequence[Entity], types: Sequence[str]
+    ) -> ClassifyOutcome:
+        raise NotImplementedError
+
+    async def classify_relations(
+        self, edges: Sequence[Edge], types: Sequence[str]
+    ) -> ClassifyOutcome:
+        raise NotImplementedError
+
+
+EPISODES = [Episode(name=f"c{i}", body="text") for i in range(3)]
+
+
+@pytest.mark.parametrize("local", [True, False])
+def test_a_local_extractor_runs_with_the_collector_paused(local: bool) -> None:
+    before = (gc.isenabled(), gc.get_threshold())
+    probe = _Probe(local=local)
+    runs = run_sync(lambda: extract_all(probe, EPISODES, ExtractOptions()))
+    assert all(run.ok for run in runs)
+    for enabled, thresholds in probe.seen:
+        assert enabled is not local  # paused for a local one; running, less often, otherwise
+        if not local:
+            assert thresholds[0] >= BULK_THRESHOLDS[0]
+    assert (gc.isenabled(), gc.get_threshold()) == before
+
+
+def test_wrappers_are_as_local_as_what_they_wrap(tmp_path: Path) -> None:
+    assert OracleExtractor({}).local
+    for local in (True, False):
+        inner = _Probe(local=local)
+        assert RecordingExtractor(inner, tmp_path / "r.jsonl").local is local
+        assert CachingExtractor(inner, tmp_path / "c.jsonl").local is local
