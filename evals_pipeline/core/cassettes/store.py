@@ -8,15 +8,17 @@ written. Loading names the first bad line by number.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -94,28 +96,39 @@ def iter_records(
 
     `model=ReplayRecord` reads only what replay uses (see there), as `load_cassette` does.
     """
-    for number, _raw, record in _iter_lines(Path(path), model):
-        yield number, record
+    path = Path(path)
+    with path.open("rb") as handle:
+        for number, _offset, _raw, record in _iter_lines(handle, path, model):
+            yield number, record
 
 
 def _iter_lines(
-    path: Path, model: type[R], skip: Callable[[bytes], bool] | None = None
-) -> Iterator[tuple[int, bytes, R]]:
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip() or (skip is not None and skip(raw)):
-                continue
-            try:
-                record = model.model_validate_json(raw)
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                problem = first["msg"]
-                if first["type"] != "json_invalid":
-                    problem = f"{field_path(tuple(first['loc']))}: {problem}"
-                elif not raw.endswith(b"\n"):
-                    problem = f"torn last line (no newline, not valid JSON): {problem}"
-                raise CassetteCorrupt(path, number, problem) from None
-            yield number, raw, record
+    handle: BinaryIO, path: Path, model: type[R], skip: Callable[[bytes], bool] | None = None
+) -> Iterator[tuple[int, int, bytes, R]]:
+    """(line number, byte offset, line, record) for every non-blank line not skipped."""
+    offset = 0
+    for number, raw in enumerate(handle, start=1):
+        at, offset = offset, offset + len(raw)
+        if not raw.strip() or (skip is not None and skip(raw)):
+            continue
+        yield number, at, raw, _parse_line(model, raw, path, number)
+
+
+def _parse_line(model: type[R], raw: bytes, path: Path, number: int) -> R:
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        problem = first["msg"]
+        if first["type"] != "json_invalid":
+            problem = f"{field_path(tuple(first['loc']))}: {problem}"
+        elif not raw.endswith(b"\n"):
+            problem = f"torn last line (no newline, not valid JSON): {problem}"
+        raise CassetteCorrupt(path, number, problem) from None
+
+
+# Where a record is: (file index in `paths`, line number, byte offset, length), flat per key.
+_LOCATION = 4
 
 
 @dataclass
@@ -124,41 +137,65 @@ class Cassette:
     otherwise identical keys are served FIFO in recorded order. `consume=False` serves the first
     answer every time (eval backends and the extraction cache, where a re-run asks again).
 
-    Each record is held as the bytes of its line, validated when the file is loaded and parsed
-    again when it is served. Bytes are invisible to the cyclic collector: a held cassette of
-    models (some twenty tracked objects a record) was rescanned by every collection while the
-    cassette lived, which cost more than parsing each served record twice.
+    A loaded cassette holds where each record is, not the record: its file stays open, and a
+    served record is read back (`pread`, from the page cache) and parsed again. A few ints per
+    record instead of its ~10 KB line keeps a big cassette cheap to hold and to share between
+    steps, and gives the cyclic collector nothing to scan. The open file is the one loading
+    checked: a file replaced meanwhile (a rename) is not seen; one rewritten in place is, as
+    a CassetteCorrupt naming the line, when a served line is no longer the record loaded.
     """
 
     paths: tuple[Path, ...]
     unique: bool
     consume: bool
-    _by_key: dict[str, tuple[bytes, ...]] = field(default_factory=dict)
+    _by_key: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    _files: tuple[BinaryIO | None, ...] = ()  # aligned with paths; None: a missing file
     _served: dict[str, int] = field(default_factory=dict)  # consume=True: answers served
     record_count: int = 0
     # Every line that starts like the recorder's lines, `{"key":"<64 chars>",`, starts with its
     # own key (a hand-made line could repeat "key"; JSON's last value wins).
     keys_lead: bool = True
 
-    def _next(self, key: str) -> tuple[tuple[bytes, ...] | None, int]:
-        lines = self._by_key.get(key)
-        return lines, (self._served.get(key, 0) if self.consume else 0)
+    def __post_init__(self) -> None:
+        weakref.finalize(self, _close_all, self._files)
+
+    def _next(self, key: str) -> tuple[tuple[int, ...] | None, int]:
+        where = self._by_key.get(key)
+        return where, (self._served.get(key, 0) if self.consume else 0)
 
     def take(self, key: str, call_type: str) -> ReplayRecord:
-        lines, served = self._next(key)
-        if lines is None or served >= len(lines):
-            where = self.paths[0] if len(self.paths) == 1 else None
+        where, served = self._next(key)
+        if where is None or served * _LOCATION >= len(where):
             detail = ""
-            if lines is not None:
+            if where is not None:
                 detail = "every recorded answer for this key was already served"
-            raise CassetteMiss(key, call_type, where, detail)
+            raise CassetteMiss(
+                key, call_type, self.paths[0] if len(self.paths) == 1 else None, detail
+            )
         if self.consume:
             self._served[key] = served + 1
-        return ReplayRecord.model_validate_json(lines[served])
+        at = served * _LOCATION
+        file_index, number, offset, length = where[at : at + _LOCATION]
+        path = self.paths[file_index]
+        handle = self._files[file_index]
+        assert handle is not None  # a missing file has no records
+        raw = os.pread(handle.fileno(), length, offset)
+        record: ReplayRecord | None = None
+        if len(raw) == length:
+            with contextlib.suppress(ValidationError):  # a torn or shifted line
+                record = ReplayRecord.model_validate_json(raw)
+        if record is None or record.key != key:
+            raise CassetteCorrupt(
+                path,
+                number,
+                "the file changed since it was loaded: this line no longer holds the record "
+                f"of key {key}",
+            )
+        return record
 
     def __contains__(self, key: str) -> bool:
-        lines, served = self._next(key)
-        return lines is not None and served < len(lines)
+        where, served = self._next(key)
+        return where is not None and served * _LOCATION < len(where)
 
     def keys(self) -> Iterable[str]:
         return self._by_key.keys()
@@ -167,13 +204,21 @@ class Cassette:
         return self.record_count
 
 
+def _close_all(files: tuple[BinaryIO | None, ...]) -> None:
+    for handle in files:
+        if handle is not None:
+            handle.close()
+
+
 # Read-only loads (consume=False) of unchanged files are shared: one materialisation checks a
-# cassette's integrity in the plan, again in its extraction step, then replays it, each in the
-# same process under the in-process executor. Keyed by each file's SHA-256 (a few ms per 10 MB,
-# against ~50 ms per 10 MB to load), so an appended or rewritten file is loaded afresh. Bounded
-# by the size of the files held (a loaded cassette holds its lines' bytes, about the file's
-# size), so a big cassette is loaded per use, as it always was, and never kept after it.
-MEMO_MAX_BYTES = 256 * 1024 * 1024
+# cassette's integrity in the plan, again in each mode's extraction step, then replays it, each
+# in the same process under the in-process executor. Keyed by each file's SHA-256 (remembered
+# while the file's stat is unchanged), so an appended or rewritten file is loaded afresh.
+# A loaded cassette holds a few hundred bytes a record (where its line is, not the line), so
+# files of up to 2 GiB in all are shared (~100 MB held for 10 KB records); a bigger one is
+# loaded per use. At most 32 loads are kept, each holding its files open.
+MEMO_MAX_BYTES = 2 * 1024**3
+MEMO_MAX_ENTRIES = 32
 _memo: OrderedDict[tuple[object, ...], tuple[Cassette, int]] = OrderedDict()
 _memo_bytes = 0
 _memo_lock = threading.Lock()
@@ -212,7 +257,7 @@ def _memo_put(key: tuple[object, ...], cassette: Cassette, size: int) -> None:
             return
         _memo[key] = (cassette, size)
         _memo_bytes += size
-        while _memo_bytes > MEMO_MAX_BYTES:
+        while _memo_bytes > MEMO_MAX_BYTES or len(_memo) > MEMO_MAX_ENTRIES:
             _old_key, (_evicted, evicted_size) = _memo.popitem(last=False)
             _memo_bytes -= evicted_size
 
@@ -284,34 +329,46 @@ def _load(
         key = _leading_key(raw)
         return key is not None and wanted is not None and key not in wanted
 
-    by_key: dict[str, list[bytes]] = {}
+    by_key: dict[str, list[int]] = {}
     first_line: dict[str, int] = {}
     count = 0
     keys_lead = True
-    with gc_paused():  # the records are acyclic, and dropped as soon as they are checked
-        for path in path_list:
-            if not path.exists():
-                if missing_ok:
-                    continue
-                raise CassetteCorrupt(path, 0, "cassette file not found")
-            skip = unwanted if wanted is not None else None
-            for number, raw, record in _iter_lines(path, ReplayRecord, skip=skip):
-                if wanted is not None and record.key not in wanted:
-                    continue
-                lines = by_key.setdefault(record.key, [])
-                if unique and lines:
-                    raise CassetteDuplicateKey(path, record.key, (first_line[record.key], number))
-                first_line.setdefault(record.key, number)
-                lines.append(raw)
-                count += 1
-                if keys_lead and _leading_key(raw) not in (None, record.key):
-                    keys_lead = False
-        held = {key: tuple(lines) for key, lines in by_key.items()}
+    files: list[BinaryIO | None] = []
+    try:
+        with gc_paused():  # the records are acyclic, and dropped as soon as they are checked
+            for path in path_list:
+                if not path.exists():
+                    if missing_ok:
+                        files.append(None)  # indexes stay aligned with paths
+                        continue
+                    raise CassetteCorrupt(path, 0, "cassette file not found")
+                handle = path.open("rb")
+                files.append(handle)
+                index = len(files) - 1
+                skip = unwanted if wanted is not None else None
+                for number, offset, raw, record in _iter_lines(handle, path, ReplayRecord, skip):
+                    if wanted is not None and record.key not in wanted:
+                        continue
+                    where = by_key.setdefault(record.key, [])
+                    if unique and where:
+                        raise CassetteDuplicateKey(
+                            path, record.key, (first_line[record.key], number)
+                        )
+                    first_line.setdefault(record.key, number)
+                    where.extend((index, number, offset, len(raw)))
+                    count += 1
+                    if keys_lead and _leading_key(raw) not in (None, record.key):
+                        keys_lead = False
+            held = {key: tuple(where) for key, where in by_key.items()}
+    except BaseException:
+        _close_all(tuple(files))
+        raise
     return Cassette(
         paths=path_list,
         unique=unique,
         consume=consume,
         _by_key=held,
+        _files=tuple(files),
         record_count=count,
         keys_lead=keys_lead,
     )

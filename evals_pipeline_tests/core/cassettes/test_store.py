@@ -402,3 +402,75 @@ def test_a_record_with_an_unknown_or_missing_top_level_field_is_corrupt(
     path.write_text(json.dumps(data) + "\n")
     with pytest.raises(CassetteCorrupt, match=r"request|requset"):
         load_cassette(path)
+
+
+def _text(served: object) -> str:
+    return served.response.transcript[0].attempts[0].text  # type: ignore[attr-defined]
+
+
+def test_a_loaded_cassette_serves_from_the_file_it_checked(tmp_path: Path) -> None:
+    """Records are read back from the open file: a file replaced by a rename is not seen; one
+    rewritten in place is a CassetteCorrupt naming the line, never another record's answer."""
+    path = tmp_path / "c.jsonl"
+    write(path, record("a" * 64, "first"), record("b" * 64, "second"))
+    cassette = load_cassette(path, unique=True, consume=False)
+    replacement = tmp_path / "new.jsonl"
+    write(replacement, record("a" * 64, "other"))
+    os.replace(replacement, path)
+    assert _text(cassette.take("a" * 64, "extract")) == "first"
+    assert _text(cassette.take("b" * 64, "extract")) == "second"
+
+    rewritten = load_cassette(path, unique=True, consume=False)
+    assert _text(rewritten.take("a" * 64, "extract")) == "other"
+    with path.open("r+b") as handle:  # same inode, new content: keys shift by one line
+        handle.write(b"\n")
+    with pytest.raises(CassetteCorrupt) as err:
+        rewritten.take("a" * 64, "extract")
+    assert err.value.line == 1 and "changed since it was loaded" in str(err.value)
+    path.write_bytes(b"")  # truncated in place
+    with pytest.raises(CassetteCorrupt):
+        rewritten.take("a" * 64, "extract")
+
+
+def test_a_dropped_cassette_closes_its_files(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    write(path, record("a" * 64))
+    cassette = load_cassette(path, unique=True, consume=True)  # not shared: no memo holds it
+    handles = [h for h in cassette._files if h is not None]
+    assert handles and not any(h.closed for h in handles)
+    del cassette
+    gc.collect()
+    assert all(h.closed for h in handles)
+
+
+def test_a_failed_load_closes_what_it_opened(tmp_path: Path) -> None:
+    good, bad = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    write(good, record("a" * 64))
+    bad.write_text("{broken\n")
+    opened: list[object] = []
+    real_open = Path.open
+
+    def spy(self: Path, *args: object, **kwargs: object) -> object:
+        handle = real_open(self, *args, **kwargs)  # type: ignore[call-overload]
+        opened.append(handle)
+        return handle
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Path, "open", spy)
+        with pytest.raises(CassetteCorrupt):
+            load_cassette([good, bad], unique=True, consume=True)
+    assert opened and all(h.closed for h in opened)  # type: ignore[attr-defined]
+
+
+def test_shared_loads_are_bounded_in_number(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evals_pipeline.core.cassettes import store
+
+    monkeypatch.setattr(store, "MEMO_MAX_ENTRIES", 3)
+    store.clear_load_memo()
+    for i in range(5):
+        path = tmp_path / f"c{i}.jsonl"
+        write(path, record(f"{i:064x}"))
+        load_cassette(path, unique=True)
+    assert len(store._memo) == 3
