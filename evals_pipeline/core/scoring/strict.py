@@ -27,7 +27,7 @@ from typing import Any
 import pandas as pd
 
 from ..gc_tuning import gc_paused
-from ..memo import IdentityMemo
+from ..memo import IdentityMemo, on_forget
 from ..models import ExtractionResult
 from ..tables import table_graph_json
 
@@ -41,6 +41,9 @@ def normalize(s: str) -> str:
     Remembered: every backend in every mode names the same entities and relations, so most
     strings scored are ones already normalised."""
     return " ".join(s.casefold().split())
+
+
+on_forget(normalize.cache_clear)
 
 
 def _ratio(num: int, den: int) -> float:
