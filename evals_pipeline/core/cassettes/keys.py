@@ -41,6 +41,10 @@ _RECURRING = frozenset({"entity_system", "edge_system"})
 _EXTRACT_KEYS: dict[tuple[str, str, Episode, str | None], str] = {}
 _EXTRACT_KEYS_KEPT = 65_536
 on_forget(_EXTRACT_KEYS.clear)
+# In front of it, by the objects' identity: within one step the same episode and options objects
+# are keyed four times over (the step's key set, the cache, the recorder, the replayer), and a
+# by-value hit hashes and compares the whole episode.
+_BY_IDENTITY: IdentityMemo[str] = IdentityMemo(_EXTRACT_KEYS_KEPT)
 
 
 def _encoded_string(value: str) -> str:
@@ -94,6 +98,9 @@ def extract_request(
 def extract_key(
     episode: Episode, options: ExtractOptions, prompts: ExtractPrompts | None = None
 ) -> str:
+    same = _BY_IDENTITY.get(episode, options)
+    if same is not None:
+        return same
     entity_system, edge_system = (
         system_prompts(options) if prompts is None else (prompts.entity_system, prompts.edge_system)
     )
@@ -101,14 +108,13 @@ def extract_key(
     # their isoformat (in the prompt and the key) differs: the written form is part of the key.
     when = episode.reference_time.isoformat() if episode.reference_time is not None else None
     memo_key = (entity_system, edge_system, episode, when)
-    hit = _EXTRACT_KEYS.get(memo_key)
-    if hit is not None:
-        return hit
-    key = _flat_sha256({"call_type": "extract", **extract_request(episode, options, prompts)})
-    if len(_EXTRACT_KEYS) >= _EXTRACT_KEYS_KEPT:
-        _EXTRACT_KEYS.clear()
-    _EXTRACT_KEYS[memo_key] = key
-    return key
+    key = _EXTRACT_KEYS.get(memo_key)
+    if key is None:
+        key = _flat_sha256({"call_type": "extract", **extract_request(episode, options, prompts)})
+        if len(_EXTRACT_KEYS) >= _EXTRACT_KEYS_KEPT:
+            _EXTRACT_KEYS.clear()
+        _EXTRACT_KEYS[memo_key] = key
+    return _BY_IDENTITY.put((episode, options), key)
 
 
 def classify_request(items: Mapping[str, str], types: Sequence[str]) -> dict[str, Any]:

@@ -78,8 +78,11 @@ def test_keys_are_remembered_by_value_and_never_confused_between_episodes_or_opt
     """The plan, each step's guards, the cache, the recorder and the replayer key one chunk,
     often from equal but distinct objects (each step reads the corpus back from storage)."""
     keys._EXTRACT_KEYS.clear()
+    keys._BY_IDENTITY.clear()
     options = _options()
     first = {(e.name, o.mode): extract_key(e, o) for e in AWKWARD for o in options}
+    assert len(keys._BY_IDENTITY) == len(AWKWARD) * len(options)
+    assert {(e.name, o.mode): extract_key(e, o) for e in AWKWARD for o in options} == first
     remembered = len(keys._EXTRACT_KEYS)
     assert remembered == len(AWKWARD) * len(options) == len(set(first.values()))
     copies = [Episode.model_validate(e.model_dump()) for e in AWKWARD]
