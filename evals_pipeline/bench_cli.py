@@ -142,7 +142,7 @@ def main(argv: Sequence[str]) -> int:
         print(f"FAILED CHECK {line}", file=sys.stderr)
     for line in outcome.failed_steps:
         print(f"FAILED STEP {line}", file=sys.stderr)
-    print(f"{outcome.bench_calls} bench calls", file=sys.stderr)
+    print(f"{outcome.bench_calls} bench calls ({outcome.bench_replayed} replayed)", file=sys.stderr)
     for path in outcome.bench_reports:
         print(f"bench report ({path.parent.name}): {path}")
         print(f"bench JSON: {path.with_suffix('.json')}")

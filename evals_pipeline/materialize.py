@@ -36,14 +36,16 @@ QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}
 class MaterializeResult:
     success: bool = True
     runs: int = 0
-    extraction_calls: int = 0
+    extraction_calls: int = 0  # calls that reached a provider
     cache_hits: int = 0
+    replayed: int = 0  # answers of local backends (cassettes, the oracle): no call, no cache
     judge_calls: int = 0
     judge_cache_hits: int = 0
     failed_checks: list[str] = field(default_factory=list)
     failed_steps: list[str] = field(default_factory=list)
     report_path: Path | None = None
     bench_calls: int = 0
+    bench_replayed: int = 0
     bench_reports: list[Path] = field(default_factory=list)
 
 
@@ -85,10 +87,12 @@ def _run(
         if "extraction_calls" in meta:
             outcome.extraction_calls += int(meta["extraction_calls"].value)  # type: ignore[arg-type]
             outcome.cache_hits += int(meta["cache_hits"].value)  # type: ignore[arg-type]
+            outcome.replayed += int(meta["replayed"].value)  # type: ignore[arg-type]
         if "bench_report_md" in meta:
             outcome.bench_reports.append(Path(str(meta["bench_report_md"].value)))
         if "bench_calls" in meta:
             outcome.bench_calls += int(meta["bench_calls"].value)  # type: ignore[arg-type]
+            outcome.bench_replayed += int(meta["bench_replayed"].value)  # type: ignore[arg-type]
         if "judge_calls" in meta:
             outcome.judge_calls += int(meta["judge_calls"].value)  # type: ignore[arg-type]
             outcome.judge_cache_hits += int(meta["judge_cache_hits"].value)  # type: ignore[arg-type]
@@ -197,9 +201,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     outcome = materialize_all(config, quiet=not args.verbose)
     print(
         f"{outcome.runs} runs; {outcome.extraction_calls} extraction calls, "
-        f"{outcome.cache_hits} answered from the extraction cache; {outcome.judge_calls} judge "
+        f"{outcome.cache_hits} answered from the extraction cache, {outcome.replayed} replayed "
+        f"from cassettes or the oracle; {outcome.judge_calls} judge "
         f"calls, {outcome.judge_cache_hits} answered from the judge cache; "
-        f"{outcome.bench_calls} bench calls",
+        f"{outcome.bench_calls} bench calls ({outcome.bench_replayed} replayed)",
         file=sys.stderr,
     )
     for line in outcome.failed_checks:

@@ -211,7 +211,8 @@ class EvalsResource(ConfigurableResource):
     def bench_extractor(self, backend: str, gold: GoldCorpus) -> CachingExtractor:
         """The backend for a bench run (the oracle replies with `gold`'s graphs), behind a FIFO
         extraction cache: a recast case's repeated call reaches the backend afresh once, and an
-        unchanged bench partition makes no call the second time."""
+        unchanged bench partition makes no call the second time. (A cassette or the oracle is
+        replayed, uncached: see CachingExtractor.)"""
         config = self.config
         spec = config.bench_specs[backend]
         inner: Extractor = build_extractor(

@@ -63,12 +63,12 @@ def test_bench_assets_score_every_backend_against_the_cases(tmp_path: Path) -> N
     assert "not publishable" in md.read_text()
     assert report["publishable"] is False
 
-    # Every bench partition again: the FIFO extraction cache answers every call, recast second
-    # casts included, and the rows come out the same.
-    assert outcome.bench_calls == 3 * (36 + 4)  # three rows; 36 episodes, 4 recast again
+    # Every bench partition again: the oracle and the cassettes are replayed (never calls, never
+    # cached), recast second casts included, and the rows come out the same.
+    assert (outcome.bench_calls, outcome.bench_replayed) == (0, 3 * (36 + 4))  # 4 recast again
     again = MaterializeResult()
     assert materialize_bench(config, defs, instance, again, quiet=True)
-    assert again.bench_calls == 0
+    assert (again.bench_calls, again.bench_replayed) == (0, 3 * (36 + 4))
     (md2,) = again.bench_reports
     rerun = json.loads(md2.with_suffix(".json").read_text())
     assert {n: r["rates"] for n, r in rerun["rows"].items()} == {

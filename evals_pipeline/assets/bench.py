@@ -135,6 +135,7 @@ def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             "errors": sum(e["status"] != "ok" for e in episodes),
             "bench_calls": extractor.calls,
             "bench_cache_hits": extractor.hits,
+            "bench_replayed": extractor.replayed,
             "requests": sum(int(e["counts"].get("requests", 0)) for e in episodes),
             "spec": row["spec"],
         }

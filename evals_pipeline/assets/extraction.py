@@ -80,7 +80,10 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                 "errors": errors,
                 "extraction_calls": extractor.calls,
                 "cache_hits": extractor.hits,
-                "cache_path": str(extractor.path),
+                "replayed": extractor.replayed,
+                "cache_path": (
+                    str(extractor.path) if extractor.path is not None else "none (a local backend)"
+                ),
                 "spec": evals.config.specs[backend].describe(),
             },
         )

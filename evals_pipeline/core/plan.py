@@ -96,7 +96,10 @@ class RunPlan:
                 covered = ", ".join(f"{m}: {n}/{self.scope}" for m, n in plan.coverage.items())
                 detail += f"; covers {covered} chunks"
             lines.append(f"  {plan.name} = {plan.spec}: {detail}")
-            lines.append(f"    planned extraction calls: {calls}; already cached: {cached}")
+            if plan.action == "live":
+                lines.append(f"    planned extraction calls: {calls}; already cached: {cached}")
+            else:
+                lines.append("    no calls: answered locally, not cached")
         judge = self.judge
         lines.append(
             f"judge: {judge['status']} ({judge['reason']}); {judge['mode']} mode plans up to "
@@ -262,11 +265,13 @@ def plan_run(
         if spec.cassette_path is not None:
             plan.cassette_path = str(spec.cassette_path)
             cassette, plan.cassette_records = _load_for_plan(name, spec.cassette_path, guards)
-        cache_file = cache_path(
-            config.cache_dir, name, backend_fingerprint(spec, corpus_digest=corpus_digest)
-        )
-        plan.cache_path = str(cache_file)
-        cache = _cache_for_plan(cache_file)
+        cache = None  # a local backend (cassette, oracle) is not cached: see cassettes/cache.py
+        if action == "live":
+            cache_file = cache_path(
+                config.cache_dir, name, backend_fingerprint(spec, corpus_digest=corpus_digest)
+            )
+            plan.cache_path = str(cache_file)
+            cache = _cache_for_plan(cache_file)
         for mode, mode_keys in keys.items():
             cached = sum(1 for k in mode_keys if k in cache) if cache is not None else 0
             plan.cache_hits[mode] = cached

@@ -1,0 +1,70 @@
+"""The extraction cache: a backend that makes calls is served from it on a re-run; a local
+backend (a cassette replay, the oracle) is passed through and never copied into it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evals_pipeline.core.cassettes.cache import CachingExtractor
+from evals_pipeline.core.extractors.oracle import OracleExtractor
+from evals_pipeline.core.models import Edge, Entity, Episode, ExtractionOutcome, ExtractionResult
+from evals_pipeline.core.options import ExtractOptions
+from evals_pipeline.core.runner import run_sync
+
+EPISODE = Episode(name="c1", body="Ada Lovelace was born in London.")
+GRAPH = ExtractionResult(
+    entities=(Entity(name="Ada Lovelace"), Entity(name="London")),
+    edges=(Edge(source="Ada Lovelace", target="London", relation="BORN_IN"),),
+)
+
+
+class _CountedOracle(OracleExtractor):
+    """The oracle's answers, from a backend that says it is not local (as a live one)."""
+
+    local = False
+
+    def __init__(self) -> None:
+        super().__init__({EPISODE.name: GRAPH})
+        self.extract_calls = 0
+
+    async def extract(self, episode: Episode, options: ExtractOptions) -> ExtractionOutcome:
+        self.extract_calls += 1
+        return await super().extract(episode, options)
+
+
+def _extract(extractor: CachingExtractor) -> ExtractionResult:
+    return run_sync(lambda: extractor.extract(EPISODE, ExtractOptions())).result
+
+
+def test_a_calling_backend_is_served_from_the_cache_on_a_rerun(tmp_path: Path) -> None:
+    path = tmp_path / "cache.jsonl"
+    inner = _CountedOracle()
+    first = CachingExtractor(inner, path)
+    assert _extract(first) == GRAPH
+    assert (first.calls, first.hits, first.replayed, inner.extract_calls) == (1, 0, 0, 1)
+    again = CachingExtractor(inner, path)
+    assert _extract(again) == GRAPH
+    assert (again.calls, again.hits, inner.extract_calls) == (0, 1, 1)
+
+
+def test_a_local_backend_is_passed_through_and_never_cached(tmp_path: Path) -> None:
+    path = tmp_path / "cache.jsonl"
+    for _ in range(2):
+        cached = CachingExtractor(OracleExtractor({EPISODE.name: GRAPH}), path)
+        assert _extract(cached) == GRAPH
+        assert (cached.calls, cached.hits, cached.replayed) == (0, 0, 1)
+        assert cached.path is None
+    assert not path.exists()
+
+
+def test_fifo_serves_each_cached_answer_once_then_calls_again(tmp_path: Path) -> None:
+    """The bench's recast cases repeat a call on purpose: on a re-run each repeat is served
+    its own cached answer once, in order; one more repeat than cached reaches the backend."""
+    path = tmp_path / "cache.jsonl"
+    inner = _CountedOracle()
+    first = CachingExtractor(inner, path, fifo=True)
+    _extract(first), _extract(first)
+    assert (first.calls, first.hits) == (2, 0)
+    again = CachingExtractor(inner, path, fifo=True)
+    _extract(again), _extract(again), _extract(again)
+    assert (again.calls, again.hits, inner.extract_calls) == (1, 2, 3)
