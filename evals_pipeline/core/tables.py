@@ -18,14 +18,8 @@ from .gc_tuning import gc_paused
 from .models import EDGE_LIST, ENTITY_LIST, Episode, ExtractionResult
 from .runner import ChunkRun
 
-COLUMNS = (
-    "chunk",
-    "ok",
-    "error",
-    "error_type",
-    "failure_classification",
-    "entities",
-    "edges",
+# A run's call counts, one column each (0 for a chunk that failed before any call).
+_STATS_COLUMNS = (
     "requests",
     "input_tokens",
     "output_tokens",
@@ -35,6 +29,16 @@ COLUMNS = (
     "malformed",
     "retry_succeeded",
     "exhausted",
+)
+COLUMNS = (
+    "chunk",
+    "ok",
+    "error",
+    "error_type",
+    "failure_classification",
+    "entities",
+    "edges",
+    *_STATS_COLUMNS,
     "edge_budget_exhausted",
     "provider",
     "model",
@@ -83,17 +87,6 @@ def runs_to_table(runs: Sequence[ChunkRun]) -> pd.DataFrame:
     return frame.astype(_DTYPES)
 
 
-_STATS_COLUMNS = (
-    "requests",
-    "input_tokens",
-    "output_tokens",
-    "latency_ms",
-    "clean",
-    "recovered",
-    "malformed",
-    "retry_succeeded",
-    "exhausted",
-)
 _DTYPES = {
     **{name: object for name in COLUMNS},  # an empty table's text columns too
     "ok": bool,
