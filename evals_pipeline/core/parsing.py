@@ -22,7 +22,8 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 
 class _Loose(BaseModel):
-    """A reply shape whose extra keys, its items' included, are dropped (see `_extra`)."""
+    """A reply shape whose extra keys, its items' included, are dropped when parsed through
+    `parse_structured` (see `_extra`); validating it directly keeps Entity's extra="forbid"."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -46,7 +47,29 @@ class TypesReply(_Loose):
     types: dict[str, str]
 
 
-def _validate(shape: type[T], value: Any) -> T | None:
+# A JSON escape of a UTF-16 surrogate. json.loads reads a lone one ("\ud800") into a str that
+# cannot be written as UTF-8, so a graph holding it could not be stored or served again.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _valid_unicode(value: Any) -> Any:
+    """`value` with every lone surrogate in its strings replaced by U+FFFD."""
+    if isinstance(value, str):
+        if _SURROGATE.search(value) is None:
+            return value
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list):
+        return [_valid_unicode(item) for item in value]
+    if isinstance(value, dict):
+        return {_valid_unicode(k): _valid_unicode(v) for k, v in value.items()}
+    return value
+
+
+def _validate(shape: type[T], value: Any, text: str) -> T | None:
+    """`value` (json.loads of `text`) as `shape`, or None."""
+    if _SURROGATE_ESCAPE.search(text) is not None:
+        value = _valid_unicode(value)
     try:
         return shape.model_validate(value, extra=_extra(shape))
     except ValidationError:
@@ -70,7 +93,7 @@ def _from_json(shape: type[T], text: str) -> T | None:
         return shape.model_validate_json(text, extra=_extra(shape))
     except ValidationError:
         pass
-    return _validate(shape, json.loads(text))
+    return _validate(shape, json.loads(text), text)
 
 
 def _recover(text: str, shape: type[T]) -> T | None:
@@ -90,7 +113,7 @@ def _recover(text: str, shape: type[T]) -> T | None:
         except ValueError:
             start = text.find("{", start + 1)
             continue
-        return _validate(shape, value)
+        return _validate(shape, value, text)
     return None
 
 
