@@ -141,8 +141,11 @@ class Cassette:
     served record is read back (`pread`, from the page cache) and parsed again. A few ints per
     record instead of its ~10 KB line keeps a big cassette cheap to hold and to share between
     steps, and gives the cyclic collector nothing to scan. The open file is the one loading
-    checked: a file replaced meanwhile (a rename) is not seen; one rewritten in place is, as
-    a CassetteCorrupt naming the line, when a served line is no longer the record loaded.
+    checked: a file replaced meanwhile (a rename, the recorder's way) is not seen. One
+    rewritten in place is not supported: where the served line no longer parses or holds its
+    key, that is a CassetteCorrupt naming the line; a same-length rewrite of one answer would
+    be served. A deleted file's space comes back when the cassette is dropped (the shared-load
+    memo keeps up to 32; `memo.forget_all()` drops them).
     """
 
     paths: tuple[Path, ...]
@@ -179,7 +182,10 @@ class Cassette:
         path = self.paths[file_index]
         handle = self._files[file_index]
         assert handle is not None  # a missing file has no records
-        raw = os.pread(handle.fileno(), length, offset)
+        try:
+            raw = os.pread(handle.fileno(), length, offset)
+        except OSError as exc:  # e.g. ESTALE: the file was replaced on a network filesystem
+            raise CassetteCorrupt(path, number, f"cannot read the loaded file: {exc}") from exc
         record: ReplayRecord | None = None
         if len(raw) == length:
             with contextlib.suppress(ValidationError):  # a torn or shifted line
@@ -207,7 +213,8 @@ class Cassette:
 def _close_all(files: tuple[BinaryIO | None, ...]) -> None:
     for handle in files:
         if handle is not None:
-            handle.close()
+            with contextlib.suppress(OSError):  # one bad descriptor must not keep the rest open
+                handle.close()
 
 
 # Read-only loads (consume=False) of unchanged files are shared: one materialisation checks a

@@ -474,3 +474,17 @@ def test_shared_loads_are_bounded_in_number(
         write(path, record(f"{i:064x}"))
         load_cassette(path, unique=True)
     assert len(store._memo) == 3
+
+
+def test_a_loaded_file_that_cannot_be_read_back_is_a_typed_error(tmp_path: Path) -> None:
+    """A read error when serving (ESTALE on a network filesystem, here a closed descriptor)
+    names the file and line instead of escaping as a bare OSError."""
+    path = tmp_path / "c.jsonl"
+    write(path, record("a" * 64))
+    cassette = load_cassette(path, unique=True, consume=True)
+    (handle,) = cassette._files
+    assert handle is not None
+    os.close(handle.fileno())  # the descriptor goes away under the open file object
+    with pytest.raises(CassetteCorrupt) as err:
+        cassette.take("a" * 64, "extract")
+    assert err.value.line == 1 and "cannot read the loaded file" in str(err.value)
