@@ -77,7 +77,10 @@ def bench_plan(config: EvalsConfig, golds: Sequence[GoldCorpus]) -> str:
             if record is not None:
                 source += f", recording to {record}"
             calls = gold.episode_count + recast
-            lines.append(f"  {name}: {source}; {calls} extraction calls planned")
+            if spec.kind in ("cassette", "oracle"):  # local: no call, nothing cached
+                lines.append(f"  {name}: {source}; {calls} extractions replayed, no calls")
+            else:
+                lines.append(f"  {name}: {source}; {calls} extraction calls planned")
     lines.append(f"output: {config.bench.output_dir}/<gold>/<stamp>.json and .md")
     return "\n".join(lines)
 

@@ -224,8 +224,10 @@ class EvalsResource(ConfigurableResource):
         record_to = config.bench.record_cassette.get(backend)
         if record_to is not None:
             inner = RecordingExtractor(inner, record_to)
-        fingerprint = backend_fingerprint(spec, corpus_digest=gold.digest)
-        path = cache_path(config.cache_dir / "bench", backend, fingerprint)
+        path = None
+        if not inner.local:  # a local backend is not cached (and its cassette not hashed)
+            fingerprint = backend_fingerprint(spec, corpus_digest=gold.digest)
+            path = cache_path(config.cache_dir / "bench", backend, fingerprint)
         return CachingExtractor(inner, path, read=record_to is None, fifo=True)
 
     def extractor(self, backend: str, keys: AbstractSet[str] | None = None) -> CachingExtractor:
@@ -246,6 +248,8 @@ class EvalsResource(ConfigurableResource):
         record_to = config.record_cassette.get(backend)
         if record_to is not None:
             inner = RecordingExtractor(inner, record_to)
-        fingerprint = backend_fingerprint(spec, corpus_digest=corpus.digest)
-        path = cache_path(config.cache_dir, backend, fingerprint)
+        path = None
+        if not inner.local:  # a local backend is not cached (and its cassette not hashed)
+            fingerprint = backend_fingerprint(spec, corpus_digest=corpus.digest)
+            path = cache_path(config.cache_dir, backend, fingerprint)
         return CachingExtractor(inner, path, read=record_to is None)

@@ -170,6 +170,6 @@ def test_bench_dry_run_plans_and_writes_nothing(
     assert cli_main([*argv, "--cache-dir", str(tmp_path / "cache")]) == 0
     plan = capsys.readouterr().out
     assert "split test, publishable" in plan
-    assert f"rules: replay {BENCH_RULES}; 20 extraction calls planned" in plan  # 18 + 2 recast
+    assert f"rules: replay {BENCH_RULES}; 20 extractions replayed, no calls" in plan  # 18 + 2
     assert "oracle: oracle" in plan
     assert list(tmp_path.iterdir()) == []

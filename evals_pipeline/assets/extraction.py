@@ -81,10 +81,8 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                 "extraction_calls": extractor.calls,
                 "cache_hits": extractor.hits,
                 "replayed": extractor.replayed,
-                "cache_path": (
-                    str(extractor.path) if extractor.path is not None else "none (a local backend)"
-                ),
                 "spec": evals.config.specs[backend].describe(),
+                **({"cache_path": str(extractor.path)} if extractor.path is not None else {}),
             },
         )
 

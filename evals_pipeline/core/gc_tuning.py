@@ -11,6 +11,9 @@ of loading a cassette next to a large live heap.
   no cycles: loading a cassette, building or reading a table, scoring, and `extract_all` over a
   local extractor (a cassette replay, the oracle). At N = 10,000 the collector's passes during
   replay were a fifth of the benchmark's core path.
+  The pause is process-wide, across awaits too: any cyclic garbage of the block (tracebacks of
+  failed replies) waits for its end, and so does that of other threads. Dagster's executors
+  run one step at a time per process, so nothing else runs meanwhile.
 - `fewer_gc_passes()`: raised thresholds, not disabled, so cyclic garbage is still collected in
   larger batches. For work that awaits I/O and may run for long (extract_all over a live model),
   and for each in-process run of the CLI's materialisation, where Dagster's own code between

@@ -265,13 +265,16 @@ def plan_run(
         if spec.cassette_path is not None:
             plan.cassette_path = str(spec.cassette_path)
             cassette, plan.cassette_records = _load_for_plan(name, spec.cassette_path, guards)
-        cache = None  # a local backend (cassette, oracle) is not cached: see cassettes/cache.py
+        # A local backend (cassette, oracle) is not cached (see cassettes/cache.py); a backend
+        # being recorded writes the cache but never reads it, so every call is made.
+        cache = None
         if action == "live":
             cache_file = cache_path(
                 config.cache_dir, name, backend_fingerprint(spec, corpus_digest=corpus_digest)
             )
             plan.cache_path = str(cache_file)
-            cache = _cache_for_plan(cache_file)
+            if record is None:
+                cache = _cache_for_plan(cache_file)
         for mode, mode_keys in keys.items():
             cached = sum(1 for k in mode_keys if k in cache) if cache is not None else 0
             plan.cache_hits[mode] = cached

@@ -1,5 +1,6 @@
 """The plan: what a dry run prints is what a real run enforces."""
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,22 @@ def test_fresh_recording_guard(tmp_path: Path) -> None:
     c.write_text("y\n")
     assert [g.backends for g in fresh_recording_guards({"a": a, "b": b, "c": c})] == [("a", "b")]
     assert fresh_recording_guards({"a": a, "c": c}) == []
+
+
+def test_cached_calls_are_not_planned_unless_the_backend_is_being_recorded(
+    tmp_path: Path,
+) -> None:
+    """A live backend's cache answers what it holds; a recorded one never reads it. A local
+    backend has no cache at all."""
+    backends = {"o": "oracle", "r": f"cassette:path={RULES}", "live": "oai-http:url=http://h"}
+    first = plan(make_config(tmp_path, backends))
+    cache = first.backends["live"].cache_path
+    assert cache is not None and first.backends["r"].cache_path is None
+    assert "no calls: answered locally, not cached" in first.render()
+    Path(cache).parent.mkdir(parents=True)
+    shutil.copy(RULES, cache)  # the same prompts, so the same keys: every call is cached
+    cached = plan(make_config(tmp_path, backends))
+    assert cached.backends["live"].planned_calls == {"freeform": 0, "open": 0, "strict": 0}
+    recorded = plan(make_config(tmp_path, backends, record_cassette={"live": tmp_path / "x.jsonl"}))
+    assert recorded.backends["live"].planned_calls == {"freeform": 8, "open": 8, "strict": 8}
+    assert recorded.backends["live"].cache_path == cache  # written, never read

@@ -52,16 +52,18 @@ class CachingExtractor(Extractor):
     """
 
     def __init__(
-        self, inner: Extractor, path: Path, *, read: bool = True, fifo: bool = False
+        self, inner: Extractor, path: Path | None, *, read: bool = True, fifo: bool = False
     ) -> None:
         self.inner = inner
         self.provider = inner.provider
         self.model = inner.model
         self.local = inner.local
-        self.path: Path | None = None if inner.local else path
+        self.path = None if inner.local else path
         self._cached: ReplayingExtractor | None = None
         self._recorder: RecordingExtractor | None = None
         if not inner.local:
+            if path is None:
+                raise ValueError(f"{inner.provider} makes calls: its cache needs a path")
             cassette = load_cassette(path if read else [], consume=fifo, missing_ok=True)
             self._cached = ReplayingExtractor(cassette)
             self._recorder = RecordingExtractor(inner, path, write_sidecar=False)

@@ -43,8 +43,9 @@ _EXTRACT_KEYS_KEPT = 65_536
 on_forget(_EXTRACT_KEYS.clear)
 # In front of it, by the objects' identity: within one step the same episode and options objects
 # are keyed four times over (the step's key set, the cache, the recorder, the replayer), and a
-# by-value hit hashes and compares the whole episode.
-_BY_IDENTITY: IdentityMemo[str] = IdentityMemo(_EXTRACT_KEYS_KEPT)
+# by-value hit hashes and compares the whole episode. Small: it holds its objects alive, and
+# the repeats come close together (one call's keys), not across steps.
+_BY_IDENTITY: IdentityMemo[str] = IdentityMemo(8_192)
 
 
 def _encoded_string(value: str) -> str:
