@@ -64,12 +64,26 @@ class CassetteCorrupt(CassetteError):
 class CassetteDuplicateKey(CassetteError):
     """An eval backend cassette holds two records for one key, so one call has two answers."""
 
-    def __init__(self, path: Path | str, key: str, lines: tuple[int, int]) -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        key: str,
+        lines: tuple[int, int],
+        first_path: Path | str | None = None,
+    ) -> None:
+        """`lines`: the first record's line, then this one's in `path`; `first_path`: the file
+        of the first, when the cassette is several files and it is another."""
         self.path = Path(path)
         self.key = key
         self.lines = lines
+        self.first_path = Path(first_path) if first_path is not None else self.path
+        where = (
+            f"in {self.path} (lines {lines[0]} and {lines[1]})"
+            if self.first_path == self.path
+            else f"in {self.first_path} (line {lines[0]}) and {self.path} (line {lines[1]})"
+        )
         super().__init__(
-            f"duplicate cassette key {key} in {self.path} (lines {lines[0]} and {lines[1]}); "
+            f"duplicate cassette key {key} {where}; "
             "an eval backend needs exactly one recorded answer per call"
         )
 

@@ -80,6 +80,16 @@ def test_duplicate_key_is_an_error_only_for_eval_backends(tmp_path: Path) -> Non
         fifo.take("a" * 64, "extract")
 
 
+def test_a_key_repeated_across_two_files_names_both(tmp_path: Path) -> None:
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    write(first, record("c" * 64), record("a" * 64, "1"))
+    write(second, record("a" * 64, "2"))
+    with pytest.raises(CassetteDuplicateKey) as err:
+        load_cassette([first, second], unique=True)
+    assert (err.value.first_path, err.value.path, err.value.lines) == (first, second, (2, 1))
+    assert f"{first} (line 2) and {second} (line 1)" in str(err.value)
+
+
 def test_unique_cassette_serves_its_answer_repeatedly(tmp_path: Path) -> None:
     path = tmp_path / "c.jsonl"
     write(path, record("a" * 64))
