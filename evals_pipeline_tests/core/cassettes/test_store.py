@@ -487,14 +487,15 @@ def test_shared_loads_are_bounded_in_number(
 
 
 def test_a_loaded_file_that_cannot_be_read_back_is_a_typed_error(tmp_path: Path) -> None:
-    """A read error when serving (ESTALE on a network filesystem, here a closed descriptor)
-    names the file and line instead of escaping as a bare OSError."""
+    """A read error when serving (ESTALE on a network filesystem; here a pipe, which cannot be
+    read at an offset) names the file and line instead of escaping as a bare OSError."""
     path = tmp_path / "c.jsonl"
     write(path, record("a" * 64))
     cassette = load_cassette(path, unique=True, consume=True)
-    (handle,) = cassette._files
-    assert handle is not None
-    os.close(handle.fileno())  # the descriptor goes away under the open file object
-    with pytest.raises(CassetteCorrupt) as err:
-        cassette.take("a" * 64, "extract")
+    read_end, write_end = os.pipe()
+    with os.fdopen(read_end, "rb") as pipe:
+        cassette._files = (pipe,)  # the loaded file is still closed by the cassette's finalizer
+        with pytest.raises(CassetteCorrupt) as err:
+            cassette.take("a" * 64, "extract")
+    os.close(write_end)
     assert err.value.line == 1 and "cannot read the loaded file" in str(err.value)
