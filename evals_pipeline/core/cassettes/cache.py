@@ -59,56 +59,60 @@ class CachingExtractor(Extractor):
         self.model = inner.model
         self.local = inner.local
         self.path = None if inner.local else path
-        self._cached: ReplayingExtractor | None = None
-        self._recorder: RecordingExtractor | None = None
+        # (what the cache serves, what writes it); None for a local `inner`.
+        self._cache: tuple[ReplayingExtractor, RecordingExtractor] | None = None
         if not inner.local:
             if path is None:
                 raise ValueError(f"{inner.provider} makes calls: its cache needs a path")
             cassette = load_cassette(path if read else [], consume=fifo, missing_ok=True)
-            self._cached = ReplayingExtractor(cassette)
-            self._recorder = RecordingExtractor(inner, path, write_sidecar=False)
+            recorder = RecordingExtractor(inner, path, write_sidecar=False)
+            self._cache = (ReplayingExtractor(cassette), recorder)
         self.calls = 0
         self.hits = 0
         self.replayed = 0
 
-    def _served(self, key: str) -> bool:
-        return self._cached is not None and key in self._cached.cassette
-
     async def extract(self, episode: Episode, options: ExtractOptions) -> ExtractionOutcome:
-        if self._cached is None or self._recorder is None:
+        if self._cache is None:
             self.replayed += 1
             return await self.inner.extract(episode, options)
-        if self._served(extract_key(episode, options)):
+        cached, recorder = self._cache
+        if extract_key(episode, options) in cached.cassette:
             self.hits += 1
-            return await self._cached.extract(episode, options)
+            return await cached.extract(episode, options)
         self.calls += 1
-        return await self._recorder.extract(episode, options)
+        return await recorder.extract(episode, options)
 
     async def classify_entities(
         self, entities: Sequence[Entity], types: Sequence[str]
     ) -> ClassifyOutcome:
-        if self._cached is None or self._recorder is None:
+        if self._cache is None:
             self.replayed += 1
             return await self.inner.classify_entities(entities, types)
-        key = classify_key("classify_entities", classify_entities_items(entities), types)
-        if self._served(key):
+        cached, recorder = self._cache
+        if (
+            classify_key("classify_entities", classify_entities_items(entities), types)
+            in cached.cassette
+        ):
             self.hits += 1
-            return await self._cached.classify_entities(entities, types)
+            return await cached.classify_entities(entities, types)
         self.calls += 1
-        return await self._recorder.classify_entities(entities, types)
+        return await recorder.classify_entities(entities, types)
 
     async def classify_relations(
         self, edges: Sequence[Edge], types: Sequence[str]
     ) -> ClassifyOutcome:
-        if self._cached is None or self._recorder is None:
+        if self._cache is None:
             self.replayed += 1
             return await self.inner.classify_relations(edges, types)
-        key = classify_key("classify_relations", classify_relations_items(edges), types)
-        if self._served(key):
+        cached, recorder = self._cache
+        if (
+            classify_key("classify_relations", classify_relations_items(edges), types)
+            in cached.cassette
+        ):
             self.hits += 1
-            return await self._cached.classify_relations(edges, types)
+            return await cached.classify_relations(edges, types)
         self.calls += 1
-        return await self._recorder.classify_relations(edges, types)
+        return await recorder.classify_relations(edges, types)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
