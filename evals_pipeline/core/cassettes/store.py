@@ -336,8 +336,7 @@ def _load(
         key = _leading_key(raw)
         return key is not None and wanted is not None and key not in wanted
 
-    by_key: dict[str, list[int]] = {}
-    first_line: dict[str, tuple[int, int]] = {}  # key -> (file index, line) of its first record
+    by_key: dict[str, list[int]] = {}  # key -> its records' locations, flat (_LOCATION)
     count = 0
     keys_lead = True
     files: list[BinaryIO | None] = []
@@ -358,11 +357,10 @@ def _load(
                         continue
                     where = by_key.setdefault(record.key, [])
                     if unique and where:
-                        first_index, first_number = first_line[record.key]
+                        first_index, first_number = where[0], where[1]  # the first location
                         raise CassetteDuplicateKey(
                             path, record.key, (first_number, number), path_list[first_index]
                         )
-                    first_line.setdefault(record.key, (index, number))
                     where.extend((index, number, offset, len(raw)))
                     count += 1
                     if keys_lead and _leading_key(raw) not in (None, record.key):
