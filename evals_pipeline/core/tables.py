@@ -97,11 +97,11 @@ _DTYPES = {
 
 
 def row_result(entities: str | None, edges: str | None) -> ExtractionResult | None:
-    if _failed(entities, edges):
+    graph = _graph_cells(entities, edges)
+    if graph is None:
         return None
-    assert entities is not None and edges is not None
     return ExtractionResult(
-        entities=ENTITY_LIST.validate_json(entities), edges=EDGE_LIST.validate_json(edges)
+        entities=ENTITY_LIST.validate_json(graph[0]), edges=EDGE_LIST.validate_json(graph[1])
     )
 
 
@@ -123,16 +123,18 @@ Graph = tuple[list[dict[str, Any]], list[dict[str, Any]]]
 def table_graph_json(table: pd.DataFrame) -> dict[str, Graph | None]:
     """chunk -> (entities, edges) as plain JSON data, or None where the extraction failed: for
     readers that need a few fields of every item (scoring), not the models."""
-    return {
-        str(chunk): None if _failed(ents, edges) else (json.loads(ents), json.loads(edges))
-        for chunk, ents, edges in zip(
-            table["chunk"], table["entities"], table["edges"], strict=True
-        )
-    }
+    graphs: dict[str, Graph | None] = {}
+    for chunk, ents, edges in zip(table["chunk"], table["entities"], table["edges"], strict=True):
+        cells = _graph_cells(ents, edges)
+        graphs[str(chunk)] = None if cells is None else (json.loads(cells[0]), json.loads(cells[1]))
+    return graphs
 
 
-def _failed(entities: str | None, edges: str | None) -> bool:
-    return entities is None or edges is None or bool(pd.isna(entities))
+def _graph_cells(entities: str | None, edges: str | None) -> tuple[str, str] | None:
+    """A row's entities and edges JSON, or None where its extraction failed (None or NaN)."""
+    if entities is None or edges is None or pd.isna(entities):
+        return None
+    return entities, edges
 
 
 def episodes_table(chunks: Sequence[Chunk]) -> pd.DataFrame:
