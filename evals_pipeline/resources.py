@@ -31,7 +31,7 @@ from .core.corpus import ProseCorpus, load_prose_corpus
 from .core.errors import ConfigError
 from .core.extractors.anthropic import API_KEY_ENV
 from .core.extractors.base import Extractor
-from .core.extractors.specs import build_extractor, parse_backend_spec
+from .core.extractors.specs import BackendSpec, build_extractor, parse_backend_spec
 from .core.judge.cache import JudgeCache
 from .core.judge.client import JudgeClient
 from .core.models import Episode, OntologyMode
@@ -224,10 +224,7 @@ class EvalsResource(ConfigurableResource):
         record_to = config.bench.record_cassette.get(backend)
         if record_to is not None:
             inner = RecordingExtractor(inner, record_to)
-        path = None
-        if not inner.local:  # a local backend is not cached (and its cassette not hashed)
-            fingerprint = backend_fingerprint(spec, corpus_digest=gold.digest)
-            path = cache_path(config.cache_dir / "bench", backend, fingerprint)
+        path = _cache_file(inner, spec, config.cache_dir / "bench", backend, gold.digest)
         return CachingExtractor(inner, path, read=record_to is None, fifo=True)
 
     def extractor(self, backend: str, keys: AbstractSet[str] | None = None) -> CachingExtractor:
@@ -248,8 +245,16 @@ class EvalsResource(ConfigurableResource):
         record_to = config.record_cassette.get(backend)
         if record_to is not None:
             inner = RecordingExtractor(inner, record_to)
-        path = None
-        if not inner.local:  # a local backend is not cached (and its cassette not hashed)
-            fingerprint = backend_fingerprint(spec, corpus_digest=corpus.digest)
-            path = cache_path(config.cache_dir, backend, fingerprint)
+        path = _cache_file(inner, spec, config.cache_dir, backend, corpus.digest)
         return CachingExtractor(inner, path, read=record_to is None)
+
+
+def _cache_file(
+    inner: Extractor, spec: BackendSpec, cache_dir: Path, backend: str, corpus_digest: str
+) -> Path | None:
+    """Where `inner`'s extraction cache lives; None for a local backend, which is not cached
+    (so its cassette is not hashed for a fingerprint)."""
+    if inner.local:
+        return None
+    fingerprint = backend_fingerprint(spec, corpus_digest=corpus_digest)
+    return cache_path(cache_dir, backend, fingerprint)
