@@ -7,11 +7,13 @@ bodies are real socket events, not mocks.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import itertools
 import json
 import re
 import shutil
+import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -412,6 +414,31 @@ def test_persistent_reset_is_http_error(server: LoopbackLLMServer) -> None:
     assert isinstance(failure, FailureRecord)
     assert failure.classification == "http_error"
     assert len(server.requests) == 2
+    # A reset is a connection failure, not a timeout (httpx-aiohttp calls both ConnectTimeout).
+    assert re.match(r"oai-(http|uds) transport error: ", failure.raw_body)
+    assert "Timeout" not in failure.raw_body
+
+
+def test_truncated_body_names_the_short_read(server: LoopbackLLMServer) -> None:
+    short = dataclasses.replace(_completion(ENTITIES), truncate_body_at=25)
+    server.enqueue(*[short] * 2)
+    failure = _failure(_extractor(server, max_retries=1)).failure
+    assert isinstance(failure, FailureRecord)
+    assert re.match(r"oai-(http|uds) transport error: ", failure.raw_body)
+    assert "received 25 of" in failure.raw_body
+
+
+def test_refused_connection_is_a_transport_error() -> None:
+    with socket.socket() as probe:  # a port nothing listens on once the probe is closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    transport = OpenAICompatTransport(
+        url=f"http://127.0.0.1:{port}/v1/chat/completions", max_retries=0, timeout_s=1.0
+    )
+    failure = _failure(TransportExtractor(transport)).failure
+    assert isinstance(failure, FailureRecord)
+    assert failure.classification == "http_error"
+    assert failure.raw_body.startswith("oai-http transport error: ClientConnectorError")
 
 
 # -- ontology regimes ---------------------------------------------------------------------------
@@ -522,3 +549,15 @@ def test_oai_http_spec_reads_key_from_env(uds_dir: Path, monkeypatch: pytest.Mon
     assert len(outcome.result.edges) == 2
     assert [r.model for r in srv.requests] == ["m", "m"]
     assert all(r.api_key == TEST_OAI_KEY for r in srv.requests)
+
+
+def test_user_info_in_the_url_is_sent_as_basic_auth(server: LoopbackLLMServer) -> None:
+    # aiohttp refuses credentials in a URL next to an Authorization header; httpx sends them as
+    # Basic auth, in place of the bearer key, and so does the transport.
+    url = server.base_url.replace("://", "://user:s%40cret@", 1)
+    uds = str(server.uds_path) if server.uds_path is not None else None
+    transport = OpenAICompatTransport(url=url, uds_path=uds, api_key=TEST_OAI_KEY, max_retries=0)
+    server.enqueue(_completion(ENTITIES), _completion(EDGES))
+    _extract(TransportExtractor(transport))
+    expected = "Basic " + base64.b64encode(b"user:s@cret").decode()
+    assert [r.headers["authorization"] for r in server.requests] == [expected, expected]

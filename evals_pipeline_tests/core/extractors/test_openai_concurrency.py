@@ -1,8 +1,9 @@
 """The OpenAI-compatible backend at concurrency 32: every call succeeds, connections are reused.
 
 Regression tests for what the live-concurrency benchmark found: the loopback server's listen
-backlog of 5 reset connections opened in a burst (httpx ReadError), and httpx's default pool
-closed every connection past 20 after each response, so each call opened a new one.
+backlog of 5 reset connections opened in a burst (ReadError), and httpx's default pool closed
+every connection past 20 after each response, so each call opened a new one. The transport is
+httpx over aiohttp's pool now; these still pin both behaviours.
 """
 
 from __future__ import annotations
