@@ -116,9 +116,10 @@ class OpenAICompatTransport:
         on each request (encode/httpx#3215). The aiohttp transport, the one the anthropic SDK
         offers as `DefaultAioHttpClient`, halves that, and one pool serves 32+ connections.
         """
-        # One TLS context for every client: building one loads the CA bundle (tens of ms).
+        # One TLS context for every client: building one loads the CA bundle (tens of ms). Plain
+        # HTTP (a local server, a Unix socket) has no TLS, so it loads none.
         if self._ssl is None:
-            self._ssl = httpx.create_ssl_context()
+            self._ssl = httpx.create_ssl_context(verify=self._url.scheme == "https")
         limits = httpx.Limits(
             max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS
         )

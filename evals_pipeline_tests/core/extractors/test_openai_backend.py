@@ -14,6 +14,7 @@ import json
 import re
 import shutil
 import socket
+import ssl
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -561,3 +562,19 @@ def test_user_info_in_the_url_is_sent_as_basic_auth(server: LoopbackLLMServer) -
     _extract(TransportExtractor(transport))
     expected = "Basic " + base64.b64encode(b"user:s@cret").decode()
     assert [r.headers["authorization"] for r in server.requests] == [expected, expected]
+
+
+@pytest.mark.parametrize(("scheme", "verified"), [("https", True), ("http", False)])
+def test_only_an_https_backend_loads_a_verifying_tls_context(scheme: str, verified: bool) -> None:
+    # Plain HTTP has no TLS to verify; loading the CA bundle cost tens of ms per client.
+    transport = OpenAICompatTransport(url=f"{scheme}://models.example/v1/chat/completions")
+
+    async def context() -> ssl.SSLContext:
+        client = transport._new_client()
+        await client.aclose()
+        assert transport._ssl is not None
+        return transport._ssl
+
+    tls = run_sync(context)
+    assert (tls.verify_mode == ssl.CERT_REQUIRED) is verified
+    assert tls.check_hostname is verified
