@@ -62,7 +62,12 @@ class LoopBound(Generic[C]):
         return entry[1]
 
     async def aclose(self, close: Callable[[C], Awaitable[object]]) -> None:
-        """Close the client of the running loop; clients of closed loops are just dropped."""
+        """Close the client of the running loop.
+
+        A client whose loop ended without this is dropped when the next loop asks; its sockets
+        close when it is collected, and aiohttp logs it as an unclosed session. Every caller
+        in the package closes in a `finally`.
+        """
         entry = self._clients.pop(id(asyncio.get_running_loop()), None)
         if entry is not None:
             await close(entry[1])

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import ssl
 import time
+import urllib.request
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -55,24 +57,54 @@ def _retry_after_seconds(headers: httpx.Headers) -> float | None:
         return None
 
 
-def _transport_failure(provider: str, exc: httpx.TransportError) -> TransportError:
-    """A typed error naming what failed: a timeout, or the connection (reset, short body, refused).
+# A URL in an error message, split so its user info and query string (where a key can hide) can
+# be dropped: aiohttp puts the request URL in some messages ("Connection timeout to host ...").
+_URL_IN_TEXT = re.compile(r"(\w[\w+.-]*://)(?:[^/\s@'\"]*@)?([^\s?#'\"]*)(?:[?#][^\s'\")]*)?")
 
-    httpx-aiohttp maps every aiohttp connection error, a reset included, to `httpx.ConnectTimeout`;
-    the aiohttp exception it chains says which it was.
+
+def _without_url_secrets(text: str) -> str:
+    return _URL_IN_TEXT.sub(r"\1\2", text)
+
+
+def _environment_proxy(url: httpx.URL) -> httpx.Proxy | None:
+    """The proxy that HTTP(S)_PROXY / ALL_PROXY name for `url`, unless NO_PROXY exempts it.
+
+    httpx reads these only for the transport it builds itself; given one, it reads none, and
+    aiohttp's session does not either (`trust_env=False`). So the transport asks for it.
     """
-    cause = exc.__cause__
-    shown: BaseException
-    if isinstance(cause, aiohttp.ClientError):
-        timed_out, shown = isinstance(cause, TimeoutError), cause
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(url.scheme) or proxies.get("all")
+    host = f"{url.host}:{url.port}" if url.port else url.host
+    if not proxy or urllib.request.proxy_bypass(host):
+        return None
+    return httpx.Proxy(proxy)
+
+
+def _transport_failure(provider: str, exc: Exception) -> TransportError:
+    """A typed error naming what failed: a timeout, or the connection (reset, short body,
+    refused, a response that is not HTTP), with no URL secret or header in its message.
+
+    httpx-aiohttp maps aiohttp's connection errors, a reset included, to `httpx.ConnectTimeout`
+    (a short body to `ReadError`, a read timeout to `ReadTimeout`) and chains the original,
+    which says what it was; a malformed response (`ClientResponseError`) comes through
+    unmapped. Its repr would show the request's headers, so it is described by status and
+    message only.
+    """
+    cause = exc.__cause__ if isinstance(exc, httpx.TransportError) else exc
+    shown: str
+    if isinstance(cause, aiohttp.ClientResponseError):
+        timed_out, shown = False, f"{type(cause).__name__}({cause.status}, {cause.message!r})"
+    elif isinstance(cause, aiohttp.ClientError):
+        timed_out, shown = isinstance(cause, TimeoutError), repr(cause)
     else:
-        timed_out, shown = isinstance(exc, httpx.TimeoutException), exc
+        timed_out, shown = isinstance(exc, httpx.TimeoutException), repr(exc)
     kind = "timeout" if timed_out else "transport error"
-    return TransportError(f"{provider} {kind}: {shown!r}")
+    return TransportError(f"{provider} {kind}: {_without_url_secrets(shown)}")
 
 
 class OpenAICompatTransport:
-    """Chat completions with bounded retries on 408/409/429/5xx, timeouts and resets.
+    """Chat completions with bounded retries on 408/409/429/5xx, timeouts, resets, short bodies
+    and malformed responses.
 
     The wait honours Retry-After (capped at `max_backoff_s`), else doubles from `backoff_s`.
     """
@@ -124,7 +156,12 @@ class OpenAICompatTransport:
             max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS
         )
         return httpx.AsyncClient(
-            transport=AiohttpTransport(uds=self._uds_path, verify=self._ssl, limits=limits),
+            transport=AiohttpTransport(
+                uds=self._uds_path,
+                verify=self._ssl,
+                limits=limits,
+                proxy=None if self._uds_path else _environment_proxy(self._url),
+            ),
             headers=self._headers,
             auth=self._auth,
             timeout=httpx.Timeout(self._timeout_s),
@@ -164,7 +201,7 @@ class OpenAICompatTransport:
         started = time.perf_counter()
         try:
             response = await self._clients.get().post(self._url, json=payload)
-        except httpx.TransportError as exc:
+        except (httpx.TransportError, aiohttp.ClientError) as exc:
             raise _Retryable(_transport_failure(self.provider, exc), None) from exc
         latency_ms = (time.perf_counter() - started) * 1000.0
         body = response.text

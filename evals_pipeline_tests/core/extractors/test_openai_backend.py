@@ -8,6 +8,7 @@ bodies are real socket events, not mocks.
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -16,15 +17,18 @@ import shutil
 import socket
 import ssl
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+import httpx
 import pytest
 
 from evals_pipeline.core.errors import ExtractionFailed
 from evals_pipeline.core.extractors.base import Extractor, TransportExtractor
-from evals_pipeline.core.extractors.openai_compat import OpenAICompatTransport
+from evals_pipeline.core.extractors.openai_compat import OpenAICompatTransport, _transport_failure
 from evals_pipeline.core.extractors.specs import build_extractor, parse_backend_spec
 from evals_pipeline.core.models import Episode, ExtractionOutcome, FailureRecord
 from evals_pipeline.core.ontology import EntityType, Ontology, RelationType
@@ -426,7 +430,7 @@ def test_truncated_body_names_the_short_read(server: LoopbackLLMServer) -> None:
     failure = _failure(_extractor(server, max_retries=1)).failure
     assert isinstance(failure, FailureRecord)
     assert re.match(r"oai-(http|uds) transport error: ", failure.raw_body)
-    assert "received 25 of" in failure.raw_body
+    assert "ClientPayloadError" in failure.raw_body  # the body ended before its length
 
 
 def test_refused_connection_is_a_transport_error() -> None:
@@ -578,3 +582,99 @@ def test_only_an_https_backend_loads_a_verifying_tls_context(scheme: str, verifi
     tls = run_sync(context)
     assert (tls.verify_mode == ssl.CERT_REQUIRED) is verified
     assert tls.check_hostname is verified
+
+
+@contextlib.contextmanager
+def _not_http_server() -> Iterator[str]:
+    """A TCP server that answers every request with a line that is not HTTP, then closes."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        listener.settimeout(0.05)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(1.0)
+                data = b""
+                while b"\r\n\r\n" not in data and (chunk := conn.recv(65536)):
+                    data += chunk
+                conn.sendall(b"HELLO WORLD\r\n\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
+
+
+def test_a_reply_that_is_not_http_is_a_transport_error_without_secrets() -> None:
+    secret = "sk-query-secret-1c9e"
+    with _not_http_server() as base:
+        transport = OpenAICompatTransport(
+            url=f"{base}/v1/chat/completions?api-key={secret}",
+            api_key=TEST_OAI_KEY,
+            max_retries=1,
+            backoff_s=0.01,
+        )
+        err = _failure(TransportExtractor(transport))
+    failure = err.failure
+    assert isinstance(failure, FailureRecord)
+    assert failure.classification == "http_error"
+    assert failure.raw_body.startswith("oai-http transport error: ClientResponseError(400, ")
+    for text in (failure.raw_body, str(err)):
+        assert secret not in text and TEST_OAI_KEY not in text
+
+
+def test_a_url_in_an_aiohttp_message_loses_its_secrets() -> None:
+    # aiohttp names the URL in some messages: "Connection timeout to host <url>".
+    url = "http://user:pw-secret@models.example:8000/v1/chat/completions?api-key=q-secret#frag"
+    cause = aiohttp.ConnectionTimeoutError(f"Connection timeout to host {url}")
+    wrapped = httpx.ConnectTimeout(str(cause))
+    wrapped.__cause__ = cause
+    error = _transport_failure("oai-http", wrapped)
+    assert str(error) == (
+        "oai-http timeout: ConnectionTimeoutError('Connection timeout to host "
+        "http://models.example:8000/v1/chat/completions')"
+    )
+
+
+def _clear_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+
+
+def test_requests_go_through_the_environment_proxy(
+    uds_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _clear_proxy_env(monkeypatch)
+    # The loopback server stands in for the proxy: it records the request line it is sent.
+    proxy = _start("tcp", uds_dir, responder=openai_responder)
+    try:
+        monkeypatch.setenv("HTTP_PROXY", proxy.base_url)
+        target = "http://models.example.invalid/v1/chat/completions"
+        outcome = _extract(TransportExtractor(OpenAICompatTransport(url=target, max_retries=0)))
+    finally:
+        proxy.stop()
+    assert outcome.result.entities
+    assert [r.path for r in proxy.requests] == [target] * 2  # absolute form: proxied requests
+
+
+def test_no_proxy_exempts_a_host(uds_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _clear_proxy_env(monkeypatch)
+    srv = _start("tcp", uds_dir, responder=openai_responder)
+    try:
+        monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # nothing listens there
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        outcome = _extract(TransportExtractor(OpenAICompatTransport(url=srv.url, max_retries=0)))
+    finally:
+        srv.stop()
+    assert outcome.result.entities
+    assert [r.path for r in srv.requests] == ["/v1/chat/completions"] * 2
