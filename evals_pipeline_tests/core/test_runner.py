@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from collections.abc import Sequence
 from pathlib import Path
@@ -74,3 +75,31 @@ def test_wrappers_are_as_local_as_what_they_wrap(tmp_path: Path) -> None:
         inner = _Probe(local=local)
         assert RecordingExtractor(inner, tmp_path / "r.jsonl").local is local
         assert CachingExtractor(inner, tmp_path / "c.jsonl").local is local
+
+
+class _Overlap(_Probe):
+    """Counts how many calls are in flight at once; each yields to the loop once."""
+
+    def __init__(self, *, local: bool) -> None:
+        super().__init__(local=local)
+        self.in_flight = self.most = 0
+        self.order: list[str] = []
+
+    async def extract(self, episode: Episode, options: ExtractOptions) -> ExtractionOutcome:
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        await asyncio.sleep(0)
+        self.order.append(episode.name)
+        self.in_flight -= 1
+        return await super().extract(episode, options)
+
+
+@pytest.mark.parametrize(("local", "most"), [(True, 1), (False, 2)])
+def test_a_local_extractor_runs_its_chunks_in_order_one_at_a_time(local: bool, most: int) -> None:
+    probe = _Overlap(local=local)
+    episodes = [Episode(name=f"c{i}", body="text") for i in range(5)]
+    runs = run_sync(lambda: extract_all(probe, episodes, ExtractOptions(), concurrency=2))
+    assert [run.episode.name for run in runs] == [e.name for e in episodes]
+    assert probe.most == most
+    if local:
+        assert probe.order == [e.name for e in episodes]
