@@ -80,7 +80,7 @@ from evals_pipeline.core.reports.assemble import assemble_mode_report  # noqa: E
 from evals_pipeline.core.reports.report import backend_summary, mode_matrix  # noqa: E402
 from evals_pipeline.core.runner import ChunkRun, extract_all, run_sync  # noqa: E402
 from evals_pipeline.core.scoring.strict import score_keys, table_keys  # noqa: E402
-from evals_pipeline.core.tables import runs_to_table  # noqa: E402
+from evals_pipeline.core.tables import extraction_table  # noqa: E402
 from evals_pipeline_tests.support.deterministic_backend import (  # noqa: E402
     answer,
     openai_responder,
@@ -502,6 +502,28 @@ def _graph_path(
     ontology: Ontology,
     clock: dict[str, float],
 ) -> dict[str, Any]:
+    t = time.perf_counter()
+    cassettes = {name: load_cassette(path, unique=True) for name, path in paths.items()}
+    clock["load_cassette"] = clock.get("load_cassette", 0.0) + (time.perf_counter() - t)
+    return replay_modes(
+        {name: ReplayingExtractor(cassette) for name, cassette in cassettes.items()},
+        {name: f"cassette:path={path}" for name, path in paths.items()},
+        episodes,
+        ontology,
+        clock,
+    )
+
+
+def replay_modes(
+    extractors: dict[str, Any],
+    specs: dict[str, str],
+    episodes: Sequence[Episode],
+    ontology: Ontology,
+    clock: dict[str, float],
+) -> dict[str, Any]:
+    """What the graph's assets do after loading, per mode: each backend's extraction table
+    (`extraction_table`, as the extraction asset), strict scores against the reference,
+    summaries, the mode report; then the matrix. Adds each stage's seconds to `clock`."""
 
     def lap(name: str, started: float) -> float:
         now = time.perf_counter()
@@ -509,29 +531,17 @@ def _graph_path(
         return now
 
     t = time.perf_counter()
-    cassettes = {name: load_cassette(path, unique=True) for name, path in paths.items()}
-    t = lap("load_cassette", t)
-    specs = {name: f"cassette:path={path}" for name, path in paths.items()}
-    options = options_by_mode(ontology)
     reports: dict[str, dict[str, Any]] = {}
     for mode in ONTOLOGY_MODES:
+        options = ExtractOptions.for_mode(mode, ontology)
         tables = {}
-        for name in BACKENDS:
-            extractor = ReplayingExtractor(cassettes[name])
-
-            async def run(
-                extractor: ReplayingExtractor = extractor, opts: ExtractOptions = options[mode]
-            ) -> list[ChunkRun]:
-                return await extract_all(
-                    extractor, episodes, opts, concurrency=8, tolerate_misses=True
-                )
-
-            runs = run_sync(run)
-            t = lap("replay (extract_all)", t)
-            if not all(r.ok for r in runs):
-                raise RuntimeError(f"replay of {name}/{mode} failed: {runs[0].error}")
-            tables[name] = runs_to_table(runs)
-            t = lap("runs_to_table", t)
+        for name, extractor in extractors.items():
+            tables[name] = extraction_table(
+                extractor, episodes, options, concurrency=8, tolerate_misses=True
+            )
+            if not tables[name]["ok"].all():
+                raise RuntimeError(f"replay of {name}/{mode} failed: {tables[name]['error'][0]}")
+            t = lap("replay + table", t)
         ref = table_keys(tables[REFERENCE])
         strict = {
             name: score_keys(table_keys(tab), ref).to_dict()
@@ -1236,40 +1246,7 @@ def core_direct(ontology: Ontology) -> dict[str, Any]:
         name: build_extractor(parse_backend_spec(spec), expected=corpus.expected_graphs())
         for name, spec in specs.items()
     }
-    reports: dict[str, dict[str, Any]] = {}
-    for mode in ONTOLOGY_MODES:
-        options = ExtractOptions.for_mode(mode, ontology)
-        tables = {}
-        for name, extractor in extractors.items():
-
-            async def run(
-                extractor: Any = extractor, opts: ExtractOptions = options
-            ) -> list[ChunkRun]:
-                return await extract_all(
-                    extractor, episodes, opts, concurrency=8, tolerate_misses=True
-                )
-
-            tables[name] = runs_to_table(run_sync(run))
-        ref = table_keys(tables["oracle"])
-        strict = {
-            n: score_keys(table_keys(t), ref).to_dict() for n, t in tables.items() if n != "oracle"
-        }
-        summaries = {
-            n: backend_summary(
-                n, specs[n], t, reference=None, ontology=ontology, mode=mode, prices=None
-            )
-            for n, t in tables.items()
-        }
-        reports[mode] = assemble_mode_report(
-            mode=mode,
-            reference="oracle",
-            ontology=ontology.name if mode != "freeform" else None,
-            summaries=summaries,
-            strict=strict,
-            corpus={"chunks": len(episodes)},
-            judge={"status": "skipped"},
-        )
-    return mode_matrix(reports)
+    return replay_modes(extractors, specs, episodes, ontology, {})
 
 
 def section_dagster(quick: bool, work: Path) -> dict[str, Any]:

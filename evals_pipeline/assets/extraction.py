@@ -21,8 +21,7 @@ from ..core.cassettes.keys import extract_key
 from ..core.config import EvalsConfig
 from ..core.plan import backend_guards
 from ..core.reports.report import backend_summary, float_metrics
-from ..core.runner import extract_all, run_sync
-from ..core.tables import runs_to_table, table_episodes
+from ..core.tables import extraction_table, table_episodes
 from ..partitions import BY_MODE, extraction_partitions, split_key
 from ..resources import EvalsResource
 from .corpus import PLAN_GUARDS
@@ -59,19 +58,13 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         # This mode's calls only: a cassette too big to share between steps loads only these.
         extractor = evals.extractor(backend, keys={extract_key(e, options) for e in episodes})
 
-        async def run() -> list:
-            try:
-                return await extract_all(
-                    extractor,
-                    episodes,
-                    options,
-                    concurrency=evals.config.concurrency,
-                    tolerate_misses=True,  # a cassette's coverage shortfall is an error rate
-                )
-            finally:
-                await extractor.aclose()
-
-        table = runs_to_table(run_sync(run))
+        table = extraction_table(
+            extractor,
+            episodes,
+            options,
+            concurrency=evals.config.concurrency,
+            tolerate_misses=True,  # a cassette's coverage shortfall is an error rate
+        )
         errors = int((~table["ok"]).sum())
         return Output(
             table,

@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import pandas as pd
 from pydantic import TypeAdapter
 
 from .corpus import Chunk
+from .extractors.base import Extractor
 from .gc_tuning import gc_paused
 from .models import EDGE_LIST, ENTITY_LIST, Episode, ExtractionResult
-from .runner import ChunkRun
+from .options import ExtractOptions
+from .runner import ChunkRun, extract_all, run_sync
 
 # A run's call counts, one column each (0 for a chunk that failed before any call).
 _STATS_COLUMNS = (
@@ -87,6 +90,38 @@ def runs_to_table(runs: Sequence[ChunkRun]) -> pd.DataFrame:
     return frame.astype(_DTYPES)
 
 
+def extraction_table(
+    extractor: Extractor,
+    episodes: Sequence[Episode],
+    options: ExtractOptions,
+    *,
+    concurrency: int = 8,
+    tolerate_misses: bool = False,
+) -> pd.DataFrame:
+    """Run `extractor` over `episodes` (`extract_all`), close it, and tabulate the runs.
+
+    For a local extractor the collector stays paused until the runs are tabulated and freed.
+    Re-enabled while they lived, its first pass would scan every outcome's models once (a
+    paused block's allocations all count towards that pass), only for them to be freed by
+    reference counting right after; freed inside the pause, they leave nothing to scan.
+    """
+
+    async def run() -> list[ChunkRun]:
+        try:
+            return await extract_all(
+                extractor,
+                episodes,
+                options,
+                concurrency=concurrency,
+                tolerate_misses=tolerate_misses,
+            )
+        finally:
+            await extractor.aclose()
+
+    with gc_paused() if extractor.local else nullcontext():
+        return runs_to_table(run_sync(run))
+
+
 _DTYPES = {
     **{name: object for name in COLUMNS},  # an empty table's text columns too
     "ok": bool,
@@ -96,7 +131,7 @@ _DTYPES = {
 }
 
 
-def row_result(entities: str | None, edges: str | None) -> ExtractionResult | None:
+def row_result(entities: object, edges: object) -> ExtractionResult | None:
     graph = _graph_cells(entities, edges)
     if graph is None:
         return None
@@ -124,17 +159,20 @@ def table_graph_json(table: pd.DataFrame) -> dict[str, Graph | None]:
     """chunk -> (entities, edges) as plain JSON data, or None where the extraction failed: for
     readers that need a few fields of every item (scoring), not the models."""
     graphs: dict[str, Graph | None] = {}
-    for chunk, ents, edges in zip(table["chunk"], table["entities"], table["edges"], strict=True):
+    loads = json.loads
+    columns = (table["chunk"].tolist(), table["entities"].tolist(), table["edges"].tolist())
+    for chunk, ents, edges in zip(*columns, strict=True):
         cells = _graph_cells(ents, edges)
-        graphs[str(chunk)] = None if cells is None else (json.loads(cells[0]), json.loads(cells[1]))
+        graphs[str(chunk)] = None if cells is None else (loads(cells[0]), loads(cells[1]))
     return graphs
 
 
-def _graph_cells(entities: str | None, edges: str | None) -> tuple[str, str] | None:
-    """A row's entities and edges JSON, or None where its extraction failed (None or NaN)."""
-    if entities is None or edges is None or pd.isna(entities):
-        return None
-    return entities, edges
+def _graph_cells(entities: object, edges: object) -> tuple[str, str] | None:
+    """A row's entities and edges JSON, or None where its extraction failed (a missing cell is
+    None, or NaN once Parquet and pandas have had it)."""
+    if isinstance(entities, str) and isinstance(edges, str):
+        return entities, edges
+    return None
 
 
 def episodes_table(chunks: Sequence[Chunk]) -> pd.DataFrame:
