@@ -54,6 +54,18 @@ class _Template(Template):
         values = {**mapping, **kws} if mapping is not None else kws
         return "".join(str(values[text]) if named else text for named, text in self._parts)
 
+    def around(self, name: str, mapping: Mapping[str, object]) -> tuple[str, str]:
+        """(text before, text after) the one placeholder `name`, every other one substituted:
+        `before + value + after` is `substitute(mapping, name=value)`."""
+        at = [i for i, (named, text) in enumerate(self._parts) if named and text == name]
+        if len(at) != 1:
+            raise ValueError(f"${name} is not a placeholder of this template exactly once")
+
+        def render(parts: tuple[tuple[bool, str], ...]) -> str:
+            return "".join(str(mapping[text]) if named else text for named, text in parts)
+
+        return render(self._parts[: at[0]]), render(self._parts[at[0] + 1 :])
+
 
 ENTITY_SYSTEM = _Template(
     """You extract a knowledge graph from text. This call extracts ENTITIES only.
@@ -126,12 +138,14 @@ $items
 
 @dataclass(frozen=True)
 class ExtractPrompts:
-    """The four rendered prompts of one extract call. `edge_user` is a function of the entities."""
+    """The four rendered prompts of one extract call. `edge_user` is a function of the entities:
+    the text around them is rendered once, with the others."""
 
     entity_system: str
     entity_user: str
     edge_system: str
     episode: Episode
+    edge_user_around: tuple[str, str]  # the edge user prompt before and after $entities
 
     def edge_user(self, entities: tuple[Entity, ...] | None) -> str:
         listed = (
@@ -141,7 +155,8 @@ class ExtractPrompts:
                 [{"name": e.name, "type": e.type} for e in entities], ensure_ascii=False
             )
         )
-        return EDGE_USER.substitute(_episode_vars(self.episode), entities=listed)
+        before, after = self.edge_user_around
+        return before + listed + after
 
 
 def _episode_vars(episode: Episode) -> dict[str, str]:
@@ -250,11 +265,13 @@ def render_extract_prompts(episode: Episode, options: ExtractOptions) -> Extract
     if hit is not None:
         return hit
     entity_system, edge_system = system_prompts(options)
+    variables = _episode_vars(episode)
     rendered = ExtractPrompts(
         entity_system=entity_system,
-        entity_user=ENTITY_USER.substitute(_episode_vars(episode)),
+        entity_user=ENTITY_USER.substitute(variables),
         edge_system=edge_system,
         episode=episode,
+        edge_user_around=EDGE_USER.around("entities", variables),
     )
     return _RENDERS.put((episode, options), rendered)
 

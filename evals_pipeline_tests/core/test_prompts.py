@@ -7,7 +7,7 @@ from string import Template
 import pytest
 
 from evals_pipeline.core import prompts
-from evals_pipeline.core.models import Episode
+from evals_pipeline.core.models import Entity, Episode
 from evals_pipeline.core.ontology import EntityType, Ontology, RelationType
 from evals_pipeline.core.options import ExtractOptions
 from evals_pipeline.core.prompts import _system_prompts, render_extract_prompts
@@ -65,3 +65,21 @@ def test_split_templates_render_as_string_template_does() -> None:
         split.substitute(b=1)
     with pytest.raises(ValueError):
         prompts._Template("price: $5")
+
+
+def test_the_edge_prompt_around_its_entities_renders_as_the_whole_template() -> None:
+    episode = EPISODE.model_copy(
+        update={"custom_instructions": "Mind $dollars.", "context": ("Earlier: ${x}.",)}
+    )
+    rendered = render_extract_prompts(episode, ExtractOptions())
+    entities = (Entity(name="Ada $name", type="Person"), Entity(name="London"))
+    for listed, given in (
+        (prompts.ENTITIES_PLACEHOLDER, None),
+        ('[{"name": "Ada $name", "type": "Person"}, {"name": "London", "type": null}]', entities),
+    ):
+        whole = prompts.EDGE_USER.substitute(prompts._episode_vars(episode), entities=listed)
+        assert rendered.edge_user(given) == whole
+    with pytest.raises(ValueError, match="exactly once"):
+        prompts._Template("$a and $a").around("a", {})
+    with pytest.raises(ValueError, match="exactly once"):
+        prompts.EDGE_USER.around("missing", {})
