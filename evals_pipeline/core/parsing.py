@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -18,7 +19,21 @@ from .models import Edge, Entity, ParseStatus
 
 T = TypeVar("T", bound=BaseModel)
 
-_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+# A Markdown fence's opening; its body runs to the next ```. Found with `str.find`, not with a
+# lazy `(.*?)```` in the pattern, which advanced one character at a time through every body.
+_FENCE_OPEN = re.compile(r"```(?:json|JSON)?\s*\n?")
+
+
+def fenced(text: str) -> Iterator[str]:
+    """The body of each Markdown fence in `text`, in order: an opening ``` (with an optional
+    json tag, then whitespace), up to the next ```."""
+    at = 0
+    while (opening := _FENCE_OPEN.search(text, at)) is not None:
+        close = text.find("```", opening.end())
+        if close == -1:
+            return  # no later opening can have a closing fence either
+        yield text[opening.end() : close]
+        at = close + 3
 
 
 class _Loose(BaseModel):
@@ -99,9 +114,9 @@ def _from_json(shape: type[T], text: str) -> T | None:
 def _recover(text: str, shape: type[T]) -> T | None:
     """The first object of the asked-for shape inside a fence; else the object at the first
     `{` of the surrounding prose that starts one, if it has the shape."""
-    for match in _FENCE.finditer(text):
+    for body in fenced(text):
         try:
-            parsed = _from_json(shape, match.group(1))
+            parsed = _from_json(shape, body)
         except ValueError:
             continue
         if parsed is not None:

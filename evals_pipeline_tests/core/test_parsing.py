@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evals_pipeline.core.models import ENTITY_LIST, Edge, Entity
-from evals_pipeline.core.parsing import EdgesReply, EntitiesReply, parse_structured
+from evals_pipeline.core.parsing import EdgesReply, EntitiesReply, fenced, parse_structured
 
 T = TypeVar("T", bound=BaseModel)
 REPO = Path(__file__).resolve().parents[2]
@@ -202,3 +202,26 @@ def test_a_lone_surrogate_becomes_the_replacement_character_and_the_graph_can_be
         assert entity.name == "A\ufffd"
         assert entity.summary in ("", "\U0001f600 \ufffd")  # a valid pair stays one character
         assert ENTITY_LIST.validate_json(ENTITY_LIST.dump_json(parsed.entities)) == parsed.entities
+
+
+def test_fence_bodies_are_what_the_lazy_pattern_captured() -> None:
+    # The pattern fences were found with before `fenced`; every case must split alike.
+    lazy = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+    cases = [
+        "",
+        "no fence",
+        "```",
+        "````",
+        "``````",
+        "```json```",
+        "```json\n{}\n```",
+        "```JSON  \n\n {} ``` tail ```\n[1]\n```",
+        'a ```json\n{} ``` b ```{"x": 1}``` c ```unclosed',
+        "```jsonx\n{}```",
+        "```Json\n{}```",
+        "`````json\n{}\n````",
+        "```\n```\n```\n```",
+        '``` \t\r\n{"entities": []}``` and ``` ',
+    ]
+    for text in cases:
+        assert list(fenced(text)) == [m.group(1) for m in lazy.finditer(text)], text
