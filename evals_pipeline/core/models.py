@@ -108,9 +108,6 @@ class ParseCounts(BaseModel):
     recovered: int = 0
     malformed: int = 0
 
-    def add(self, status: ParseStatus) -> None:
-        setattr(self, status, getattr(self, status) + 1)
-
 
 class TruncationCounts(BaseModel):
     retry_succeeded: int = 0
@@ -126,12 +123,6 @@ class CallStats(BaseModel):
     latency_ms: float = 0.0
     structured_output: ParseCounts = Field(default_factory=ParseCounts)
     truncated: TruncationCounts = Field(default_factory=TruncationCounts)
-
-    def count_attempt(self, attempt: Attempt) -> None:
-        self.requests += 1
-        self.input_tokens += attempt.input_tokens
-        self.output_tokens += attempt.output_tokens
-        self.latency_ms += attempt.latency_ms
 
 
 class FailureRecord(_Frozen):

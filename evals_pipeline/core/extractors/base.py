@@ -29,7 +29,10 @@ from ..models import (
     ExtractionOutcome,
     ExtractionResult,
     FailureRecord,
+    ParseCounts,
+    ParseStatus,
     StageTranscript,
+    TruncationCounts,
 )
 from ..options import ExtractOptions
 from ..parsing import EdgesReply, EntitiesReply, TypesReply, parse_structured
@@ -133,6 +136,50 @@ def relation_key(edge: Edge) -> str:
     return f"{edge.source}|{edge.relation}|{edge.target}"
 
 
+@dataclass(slots=True)
+class _Tally:
+    """A call's counts as they accrue: plain ints, one `CallStats` model at the end (setting a
+    pydantic model's field goes through its `__setattr__`, ten times a chunk)."""
+
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: float = 0.0
+    clean: int = 0
+    recovered: int = 0
+    malformed: int = 0
+    retry_succeeded: int = 0
+    exhausted: int = 0
+
+    def count_attempt(self, attempt: Attempt) -> None:
+        self.requests += 1
+        self.input_tokens += attempt.input_tokens
+        self.output_tokens += attempt.output_tokens
+        self.latency_ms += attempt.latency_ms
+
+    def count_parse(self, status: ParseStatus) -> None:
+        if status == "clean":
+            self.clean += 1
+        elif status == "recovered":
+            self.recovered += 1
+        else:
+            self.malformed += 1
+
+    def stats(self) -> CallStats:
+        return CallStats(
+            requests=self.requests,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            latency_ms=self.latency_ms,
+            structured_output=ParseCounts(
+                clean=self.clean, recovered=self.recovered, malformed=self.malformed
+            ),
+            truncated=TruncationCounts(
+                retry_succeeded=self.retry_succeeded, exhausted=self.exhausted
+            ),
+        )
+
+
 class _StageFailure(Exception):
     def __init__(self, failure: FailureRecord) -> None:
         self.failure = failure
@@ -163,7 +210,7 @@ async def _run_stage(
     transport: ChatTransport,
     request: ChatRequest,
     shape: type[T],
-    stats: CallStats,
+    stats: _Tally,
     transcript: list[StageTranscript],
     chunk_key: str | None,
 ) -> tuple[T | None, FailureRecord | None]:
@@ -192,15 +239,15 @@ async def _run_stage(
                 if not retry:
                     request = request.model_copy(update={"max_tokens": request.max_tokens * 2})
                     continue
-                stats.truncated.exhausted += 1
+                stats.exhausted += 1
                 failure = _failure(
                     transport, request, chunk_key, "truncation", reply.raw_body, attempt
                 )
                 return None, failure
             parsed, status = parse_structured(attempt.text, shape)
-            stats.structured_output.add(status)
+            stats.count_parse(status)
             if retry:
-                stats.truncated.retry_succeeded += 1
+                stats.retry_succeeded += 1
             if parsed is None:
                 raise _StageFailure(
                     _failure(transport, request, chunk_key, "malformed", reply.raw_body, attempt)
@@ -225,7 +272,7 @@ async def run_extract(
     """
     if prompts is None:  # a caller that rendered them already (replay's key) passes them in
         prompts = render_extract_prompts(episode, options)
-    stats = CallStats()
+    stats = _Tally()
     transcript: list[StageTranscript] = []
     failures: list[FailureRecord] = []
     chunk_key = episode.name
@@ -265,7 +312,7 @@ async def run_extract(
             f"{transport.provider} extraction of {chunk_key!r} failed: "
             f"{exc.failure.call_type} {exc.failure.classification}",
             exc.failure,
-            stats,
+            stats.stats(),
         ) from exc.__cause__
     edges: tuple[Edge, ...] = ()
     if edges_reply is not None:
@@ -274,7 +321,7 @@ async def run_extract(
         failures.append(failure)
     return ExtractionOutcome(
         result=ExtractionResult(entities=entities, edges=edges),
-        stats=stats,
+        stats=stats.stats(),
         transcript=tuple(transcript),
         failures=tuple(failures),
         provider=transport.provider,
@@ -291,20 +338,24 @@ async def run_classify(
 ) -> ClassifyOutcome:
     """One classify_entities / classify_relations call over the given items."""
     system, user = render_classify_prompt(stage, tuple(types), items)
-    stats = CallStats()
+    stats = _Tally()
     transcript: list[StageTranscript] = []
     request = ChatRequest(stage=stage, system=system, user=user, max_tokens=max_tokens)  # type: ignore[arg-type]
     try:
         reply, failure = await _run_stage(transport, request, TypesReply, stats, transcript, None)
     except _StageFailure as exc:
         raise ExtractionFailed(
-            f"{transport.provider} {stage} failed: {exc.failure.classification}", exc.failure, stats
+            f"{transport.provider} {stage} failed: {exc.failure.classification}",
+            exc.failure,
+            stats.stats(),
         ) from exc.__cause__
     if reply is None:
-        raise ExtractionFailed(f"{transport.provider} {stage} failed: truncation", failure, stats)
+        raise ExtractionFailed(
+            f"{transport.provider} {stage} failed: truncation", failure, stats.stats()
+        )
     return ClassifyOutcome(
         types=dict(reply.types),
-        stats=stats,
+        stats=stats.stats(),
         transcript=tuple(transcript),
         provider=transport.provider,
         model=transport.model,
