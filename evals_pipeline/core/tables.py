@@ -7,7 +7,7 @@ round-tripping exactly to the pydantic models.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from typing import Any
 
@@ -154,17 +154,15 @@ def table_results(table: pd.DataFrame) -> dict[str, ExtractionResult | None]:
 Graph = tuple[list[dict[str, Any]], list[dict[str, Any]]]
 
 
-@gc_paused()
-def table_graph_json(table: pd.DataFrame) -> dict[str, Graph | None]:
-    """chunk -> (entities, edges) as plain JSON data, or None where the extraction failed: for
-    readers that need a few fields of every item (scoring), not the models."""
-    graphs: dict[str, Graph | None] = {}
+def table_graph_json(table: pd.DataFrame) -> Iterator[tuple[str, Graph | None]]:
+    """(chunk, (entities, edges) as plain JSON data, or None where the extraction failed), row
+    by row: for readers that need a few fields of every item (scoring), not the models, and
+    not every row's graph at once."""
     loads = json.loads
     columns = (table["chunk"].tolist(), table["entities"].tolist(), table["edges"].tolist())
     for chunk, ents, edges in zip(*columns, strict=True):
         cells = _graph_cells(ents, edges)
-        graphs[str(chunk)] = None if cells is None else (loads(cells[0]), loads(cells[1]))
-    return graphs
+        yield str(chunk), None if cells is None else (loads(cells[0]), loads(cells[1]))
 
 
 def _graph_cells(entities: object, edges: object) -> tuple[str, str] | None:

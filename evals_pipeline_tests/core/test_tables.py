@@ -68,7 +68,7 @@ def test_graphs_round_trip_exactly_and_failures_are_none(tmp_path: Path) -> None
         assert _same(results["c1"], ODD)
         assert results["c2"] is None
         assert results["c3"] == ExtractionResult()
-        graphs = table_graph_json(frame)
+        graphs = dict(table_graph_json(frame))
         assert graphs["c2"] is None
         assert graphs["c1"] is not None and graphs["c1"][0][0]["name"] == "Zoë \u2028 Ångström"
 

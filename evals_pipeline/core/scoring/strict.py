@@ -138,9 +138,12 @@ def _remembered_keys(result: ExtractionResult) -> ChunkKeys:
     return hit if hit is not None else _KEYS.put((result,), chunk_keys(result))
 
 
+@gc_paused()
 def table_keys(table: pd.DataFrame) -> dict[str, ChunkKeys | None]:
     """chunk -> keys of an extraction table, read from its JSON columns without building
-    models (the JSON is the models' own dump); None where the chunk's extraction failed."""
+    models (the JSON is the models' own dump); None where the chunk's extraction failed.
+    Row by row, with the collector paused: each row's parsed JSON is freed as soon as it is
+    keyed, and the Counters and tuples kept form no cycles."""
     return {
         chunk: None
         if graph is None
@@ -148,7 +151,7 @@ def table_keys(table: pd.DataFrame) -> dict[str, ChunkKeys | None]:
             ((e["name"], e["summary"]) for e in graph[0]),
             ((e["source"], e["relation"], e["target"]) for e in graph[1]),
         )
-        for chunk, graph in table_graph_json(table).items()
+        for chunk, graph in table_graph_json(table)
     }
 
 
