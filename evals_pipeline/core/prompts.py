@@ -8,8 +8,9 @@ injected ontology therefore changes every key, and stale cassettes fail loudly o
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from json.encoder import encode_basestring as _encode
 from string import Template
 
 from .memo import IdentityMemo
@@ -148,15 +149,24 @@ class ExtractPrompts:
     edge_user_around: tuple[str, str]  # the edge user prompt before and after $entities
 
     def edge_user(self, entities: tuple[Entity, ...] | None) -> str:
-        listed = (
-            ENTITIES_PLACEHOLDER
-            if entities is None
-            else json.dumps(
-                [{"name": e.name, "type": e.type} for e in entities], ensure_ascii=False
-            )
-        )
+        listed = ENTITIES_PLACEHOLDER if entities is None else entity_listing(entities)
         before, after = self.edge_user_around
         return before + listed + after
+
+
+def entity_listing(entities: Sequence[Entity]) -> str:
+    """The entities shown to the edge call: `json.dumps([{"name": .., "type": ..}, ..],
+    ensure_ascii=False)` byte for byte, written with json's own string encoder (the
+    general-purpose dumps was most of an edge prompt's render)."""
+    return (
+        "["
+        + ", ".join(
+            f'{{"name": {_encode(e.name)}, "type": '
+            f"{'null' if e.type is None else _encode(e.type)}}}"
+            for e in entities
+        )
+        + "]"
+    )
 
 
 def _episode_vars(episode: Episode) -> dict[str, str]:

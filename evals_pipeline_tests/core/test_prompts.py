@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from string import Template
 
 import pytest
@@ -83,3 +84,15 @@ def test_the_edge_prompt_around_its_entities_renders_as_the_whole_template() -> 
         prompts._Template("$a and $a").around("a", {})
     with pytest.raises(ValueError, match="exactly once"):
         prompts.EDGE_USER.around("missing", {})
+
+
+def test_the_entity_listing_is_json_dumps_byte_for_byte() -> None:
+    odd = ('Zoë "Z" \\ Å', "tab\tnew\nline \u2028 \x00 😀 \ud7ff", "", "</entities>")
+    for entities in (
+        (),
+        tuple(Entity(name=name, type=kind) for name in odd for kind in (None, "Person", 'T"y')),
+    ):
+        expected = json.dumps(
+            [{"name": e.name, "type": e.type} for e in entities], ensure_ascii=False
+        )
+        assert prompts.entity_listing(entities) == expected
