@@ -174,32 +174,32 @@ def _graph_cells(entities: object, edges: object) -> tuple[str, str] | None:
     return None
 
 
+_EPISODES = TypeAdapter(list[Episode])
+
+
 def episodes_table(chunks: Sequence[Chunk]) -> pd.DataFrame:
-    """Chunks as a flat table (episode fields plus the expected graph as JSON, if any)."""
-    return pd.DataFrame(
-        [
-            {
-                **chunk.episode.model_dump(mode="json"),
-                "expected": (
-                    chunk.expected.model_dump_json() if chunk.expected is not None else None
-                ),
-            }
-            for chunk in chunks
-        ],
-        columns=[*Episode.model_fields, "expected"],
-    )
+    """Chunks as a flat table (episode fields plus the expected graph as JSON, if any), built
+    column by column from one serialisation call."""
+    rows = _EPISODES.dump_python([chunk.episode for chunk in chunks], mode="json")
+    columns: dict[str, list[object]] = {
+        name: [row[name] for row in rows] for name in Episode.model_fields
+    }
+    columns["expected"] = [
+        chunk.expected.model_dump_json() if chunk.expected is not None else None
+        for chunk in chunks
+    ]
+    return pd.DataFrame(columns, columns=list(columns), dtype=object)
 
 
 def _cell(value: object) -> object:
     """Parquet hands lists back as arrays and missing scalars as NaN/None."""
+    if type(value) is str:  # most cells: decided before the slower checks below
+        return value
     if hasattr(value, "tolist"):
         return value.tolist()
     if isinstance(value, list | tuple):
         return list(value)
     return None if pd.isna(value) else value
-
-
-_EPISODES = TypeAdapter(list[Episode])
 
 
 def table_episodes(table: pd.DataFrame) -> list[Episode]:

@@ -110,3 +110,42 @@ def test_a_local_extraction_is_tabulated_before_the_collector_runs_again() -> No
     assert gc.isenabled()
     runs = run_sync(lambda: extract_all(oracle, episodes, ExtractOptions()))
     pd.testing.assert_frame_equal(table, runs_to_table(runs))
+
+
+def test_episodes_round_trip_through_their_table_and_parquet(tmp_path: Path) -> None:
+    from datetime import UTC, datetime, timedelta, timezone
+
+    from evals_pipeline.core.corpus import Chunk
+    from evals_pipeline.core.tables import episodes_table, table_episodes
+
+    episodes = [
+        Episode(name="plain", body="Ada met Babbage."),
+        Episode(
+            name="full",
+            body="Zoë \u2028 said 😀",
+            group_id="g",
+            reference_time=datetime(2020, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(hours=2))),
+            source_type="message",
+            custom_instructions="Only people.",
+            context=("earlier", ""),
+        ),
+        Episode(name="utc", body="b", reference_time=datetime(2021, 5, 6, tzinfo=UTC)),
+    ]
+    expected = ExtractionResult(entities=(Entity(name="Zoë", type="Person"),))
+    chunks = [Chunk(episode=e, expected=expected if e.name == "full" else None) for e in episodes]
+    table = episodes_table(chunks)
+    assert list(table.columns) == [*Episode.model_fields, "expected"]
+    assert ExtractionResult.model_validate_json(table["expected"][1]) == expected
+    assert table["expected"][0] is None
+    path = tmp_path / "episodes.parquet"
+    table.to_parquet(path)
+    for frame in (table, pd.read_parquet(path)):
+        back = table_episodes(frame)
+        assert back == episodes
+        assert [e.reference_time and e.reference_time.isoformat() for e in back] == [
+            e.reference_time and e.reference_time.isoformat() for e in episodes
+        ]
+    empty = episodes_table([])
+    assert list(empty.columns) == list(table.columns)
+    assert all(dtype == object for dtype in empty.dtypes)
+    assert table_episodes(empty) == []
