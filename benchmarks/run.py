@@ -5,10 +5,10 @@
 1. Replay throughput. Synthetic cassettes (N chunks x 3 backends x 3 ontology modes), recorded
    once per backend through the real recording path (RecordingExtractor over in-process
    extractors). Replayed twice: through the core path the graph's assets call (load_cassette ->
-   ReplayingExtractor via extract_all -> runs_to_table -> strict scoring -> backend_summary ->
-   assemble_mode_report -> mode_matrix), and through the whole Dagster pipeline
-   (materialize_all over a synthetic corpus file, every backend a cassette). The floor is a
-   bare loop that only `json.loads` every line of the same cassette files.
+   ReplayingExtractor via extraction_table (extract_all, then runs_to_table) -> strict scoring
+   -> backend_summary -> assemble_mode_report -> mode_matrix), and through the whole Dagster
+   pipeline (materialize_all over a synthetic corpus file, every backend a cassette). The
+   floor is a bare loop that only `json.loads` every line of the same cassette files.
 2. Cassette load. A 1,000,000-record cassette (one real recorded record, re-keyed per line),
    timed through `load_cassette` in a fresh child process, with the peak RSS it added.
 3. Live concurrency. extract_all over OpenAICompatTransport against a LoopbackLLMServer in a
