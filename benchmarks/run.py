@@ -45,7 +45,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,7 @@ from evals_pipeline.core.cassettes.record import RecordingExtractor  # noqa: E40
 from evals_pipeline.core.cassettes.replay import ReplayingExtractor  # noqa: E402
 from evals_pipeline.core.cassettes.store import load_cassette  # noqa: E402
 from evals_pipeline.core.corpus import load_prose_corpus  # noqa: E402
-from evals_pipeline.core.extractors.base import Reply, TransportExtractor  # noqa: E402
+from evals_pipeline.core.extractors.base import Extractor, Reply, TransportExtractor  # noqa: E402
 from evals_pipeline.core.extractors.openai_compat import OpenAICompatTransport  # noqa: E402
 from evals_pipeline.core.extractors.oracle import OracleExtractor  # noqa: E402
 from evals_pipeline.core.models import (  # noqa: E402
@@ -515,7 +515,7 @@ def _graph_path(
 
 
 def replay_modes(
-    extractors: dict[str, Any],
+    extractors: Mapping[str, Extractor],
     specs: dict[str, str],
     episodes: Sequence[Episode],
     ontology: Ontology,
@@ -539,8 +539,9 @@ def replay_modes(
             tables[name] = extraction_table(
                 extractor, episodes, options, concurrency=8, tolerate_misses=True
             )
-            if not tables[name]["ok"].all():
-                raise RuntimeError(f"replay of {name}/{mode} failed: {tables[name]['error'][0]}")
+            failed = tables[name].loc[~tables[name]["ok"], "error"]
+            if len(failed):
+                raise RuntimeError(f"replay of {name}/{mode} failed: {failed.iloc[0]}")
             t = lap("replay + table", t)
         ref = table_keys(tables[REFERENCE])
         strict = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from json.encoder import encode_basestring as _encode
 from string import Template
 
@@ -146,7 +146,8 @@ class ExtractPrompts:
     entity_user: str
     edge_system: str
     episode: Episode
-    edge_user_around: tuple[str, str]  # the edge user prompt before and after $entities
+    # The edge user prompt before and after $entities: derived from the fields above.
+    edge_user_around: tuple[str, str] = field(repr=False, compare=False)
 
     def edge_user(self, entities: tuple[Entity, ...] | None) -> str:
         listed = ENTITIES_PLACEHOLDER if entities is None else entity_listing(entities)

@@ -75,9 +75,27 @@ async def extract_all(
     # only add the event loop's scheduling to every chunk (~9% of a replay).
     if extractor.local:
         with gc_paused():
-            return [await one(e) for e in episodes]
+            return await _one_after_another(one, episodes)
     with fewer_gc_passes():
         return list(await asyncio.gather(*(one(e) for e in episodes)))
+
+
+async def _one_after_another(
+    one: Callable[[Episode], Awaitable[ChunkRun]], episodes: Sequence[Episode]
+) -> list[ChunkRun]:
+    """Every episode in order; the first error is raised once all have run, as the gather of
+    tasks does (a recording wrapper still records the chunks after a miss)."""
+    runs: list[ChunkRun] = []
+    first: BaseException | None = None
+    for episode in episodes:
+        try:
+            runs.append(await one(episode))
+        except Exception as exc:
+            if first is None:
+                first = exc
+    if first is not None:
+        raise first
+    return runs
 
 
 def run_sync(make: Callable[[], Awaitable[T]]) -> T:

@@ -168,9 +168,12 @@ def table_graph_json(table: pd.DataFrame) -> Iterator[tuple[str, Graph | None]]:
 
 def _graph_cells(entities: object, edges: object) -> tuple[str, str] | None:
     """A row's entities and edges JSON, or None where its extraction failed (a missing cell is
-    None, or NaN once Parquet and pandas have had it)."""
-    if isinstance(entities, str) and isinstance(edges, str):
-        return entities, edges
+    None, or NaN once Parquet and pandas have had it). A row with one of the two is corrupt."""
+    has_entities, has_edges = isinstance(entities, str), isinstance(edges, str)
+    if has_entities and has_edges:
+        return entities, edges  # type: ignore[return-value]
+    if has_entities or has_edges:
+        raise ValueError("an extraction table row has entities or edges JSON, not both")
     return None
 
 
@@ -185,8 +188,7 @@ def episodes_table(chunks: Sequence[Chunk]) -> pd.DataFrame:
         name: [row[name] for row in rows] for name in Episode.model_fields
     }
     columns["expected"] = [
-        chunk.expected.model_dump_json() if chunk.expected is not None else None
-        for chunk in chunks
+        chunk.expected.model_dump_json() if chunk.expected is not None else None for chunk in chunks
     ]
     return pd.DataFrame(columns, columns=list(columns), dtype=object)
 

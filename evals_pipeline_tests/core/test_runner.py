@@ -11,6 +11,7 @@ import pytest
 
 from evals_pipeline.core.cassettes.cache import CachingExtractor
 from evals_pipeline.core.cassettes.record import RecordingExtractor
+from evals_pipeline.core.errors import CassetteMiss
 from evals_pipeline.core.extractors.base import Extractor
 from evals_pipeline.core.extractors.oracle import OracleExtractor
 from evals_pipeline.core.gc_tuning import BULK_THRESHOLDS
@@ -103,3 +104,34 @@ def test_a_local_extractor_runs_its_chunks_in_order_one_at_a_time(local: bool, m
     assert probe.most == most
     if local:
         assert probe.order == [e.name for e in episodes]
+
+
+class _Misses(_Probe):
+    """A local extractor without a recording for some chunks."""
+
+    def __init__(self, missing: set[str]) -> None:
+        super().__init__(local=True)
+        self.missing = missing
+        self.asked: list[str] = []
+
+    async def extract(self, episode: Episode, options: ExtractOptions) -> ExtractionOutcome:
+        self.asked.append(episode.name)
+        if episode.name in self.missing:
+            raise CassetteMiss("k" * 64, "extract")
+        return await super().extract(episode, options)
+
+
+def test_a_local_run_tries_every_chunk_then_raises_the_first_miss() -> None:
+    episodes = [Episode(name=f"c{i}", body="text") for i in range(6)]
+    probe = _Misses({"c2", "c4"})
+    done: list[str] = []
+    with pytest.raises(CassetteMiss):
+        run_sync(
+            lambda: extract_all(
+                probe, episodes, ExtractOptions(), on_done=lambda r: done.append(r.episode.name)
+            )
+        )
+    assert probe.asked == [e.name for e in episodes]  # as the concurrent tasks did
+    assert done == ["c0", "c1", "c3", "c5"]
+    runs = run_sync(lambda: extract_all(probe, episodes, ExtractOptions(), tolerate_misses=True))
+    assert [r.error_type for r in runs] == [None, None, "CassetteMiss", None, "CassetteMiss", None]

@@ -106,7 +106,7 @@ def test_a_local_extraction_is_tabulated_before_the_collector_runs_again() -> No
         gc.callbacks.remove(note)
     # The runs' models (~30 tracked objects a chunk) were freed inside the pause: what a pass
     # finds afterwards is the table and the event loop's leftovers, not 300 outcomes.
-    assert max(scanned, default=0) < 3_000
+    assert scanned and max(scanned) < 3_000
     assert gc.isenabled()
     runs = run_sync(lambda: extract_all(oracle, episodes, ExtractOptions()))
     pd.testing.assert_frame_equal(table, runs_to_table(runs))
@@ -147,5 +147,50 @@ def test_episodes_round_trip_through_their_table_and_parquet(tmp_path: Path) -> 
         ]
     empty = episodes_table([])
     assert list(empty.columns) == list(table.columns)
-    assert all(dtype == object for dtype in empty.dtypes)
+    assert all(pd.api.types.is_object_dtype(dtype) for dtype in empty.dtypes)
     assert table_episodes(empty) == []
+
+
+def test_a_row_with_only_one_of_its_graph_cells_is_corrupt() -> None:
+    import pytest
+
+    table = runs_to_table([_ok("c1", ODD)])
+    table.loc[0, "edges"] = None
+    with pytest.raises(ValueError, match="not both"):
+        dict(table_graph_json(table))
+    with pytest.raises(ValueError, match="not both"):
+        table_results(table)
+
+
+class _Closing:
+    """An oracle that notes whether it was closed and whether the collector ran meanwhile."""
+
+    def __init__(self, inner: object, *, local: bool) -> None:
+        self.inner, self.local, self.closed, self.collecting = inner, local, 0, []
+        self.provider = self.model = "closing"
+
+    async def extract(self, episode: Episode, options: object) -> ExtractionOutcome:
+        self.collecting.append(gc.isenabled())
+        return await self.inner.extract(episode, options)  # type: ignore[attr-defined]
+
+    async def aclose(self) -> None:
+        self.closed += 1
+
+
+def test_extraction_table_closes_its_extractor_and_pauses_only_a_local_one() -> None:
+    import pytest
+
+    from evals_pipeline.core.extractors.oracle import OracleExtractor, OracleMissing
+    from evals_pipeline.core.options import ExtractOptions
+    from evals_pipeline.core.tables import extraction_table
+
+    episodes = [Episode(name=f"c{i}", body="Zoë met B.") for i in range(3)]
+    for local in (True, False):
+        probe = _Closing(OracleExtractor({e.name: ODD for e in episodes}), local=local)
+        table = extraction_table(probe, episodes, ExtractOptions())  # type: ignore[arg-type]
+        assert table["ok"].all() and probe.closed == 1
+        assert probe.collecting == [not local] * 3
+    missing = _Closing(OracleExtractor({}), local=True)
+    with pytest.raises(OracleMissing):
+        extraction_table(missing, episodes, ExtractOptions())  # type: ignore[arg-type]
+    assert missing.closed == 1 and gc.isenabled()

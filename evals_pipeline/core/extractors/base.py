@@ -13,7 +13,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar, assert_never
 
 from pydantic import BaseModel
 
@@ -162,8 +162,10 @@ class _Tally:
             self.clean += 1
         elif status == "recovered":
             self.recovered += 1
-        else:
+        elif status == "malformed":
             self.malformed += 1
+        else:
+            assert_never(status)
 
     def stats(self) -> CallStats:
         return CallStats(

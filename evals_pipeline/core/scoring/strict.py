@@ -41,7 +41,8 @@ def normalize(s: str) -> str:
     Remembered: every backend in every mode names the same entities and relations, so most
     strings scored are ones already normalised. A run has ~15 distinct strings a chunk (names,
     summaries, edge ends): room for ~17,000 chunks, past which a miss also evicts (a hit costs
-    a tenth of a miss that evicts)."""
+    a tenth of a miss that evicts). Full, it holds ~90 MB of ~90-character strings until
+    `memo.forget_all()`; Dagster's multiprocess runs drop it with each step's process."""
     return " ".join(s.casefold().split())
 
 
