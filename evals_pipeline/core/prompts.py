@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from json.encoder import encode_basestring as _encode
 from string import Template
 
@@ -145,9 +145,7 @@ class ExtractPrompts:
     entity_system: str
     entity_user: str
     edge_system: str
-    episode: Episode
-    # The edge user prompt before and after $entities: derived from the fields above.
-    edge_user_around: tuple[str, str] = field(repr=False, compare=False)
+    edge_user_around: tuple[str, str]  # the edge user prompt before and after $entities
 
     def edge_user(self, entities: tuple[Entity, ...] | None) -> str:
         listed = ENTITIES_PLACEHOLDER if entities is None else entity_listing(entities)
@@ -281,7 +279,6 @@ def render_extract_prompts(episode: Episode, options: ExtractOptions) -> Extract
         entity_system=entity_system,
         entity_user=ENTITY_USER.substitute(variables),
         edge_system=edge_system,
-        episode=episode,
         edge_user_around=EDGE_USER.around("entities", variables),
     )
     return _RENDERS.put((episode, options), rendered)

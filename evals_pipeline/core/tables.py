@@ -159,20 +159,18 @@ def table_graph_json(table: pd.DataFrame) -> Iterator[tuple[str, Graph | None]]:
     by row: for readers that need a few fields of every item (scoring), not the models, and
     not every row's graph at once. The cells are our own serialiser's JSON, read with
     pydantic's parser (a third faster than json.loads here; NaN and Infinity read alike)."""
-    loads = from_json
     columns = (table["chunk"].tolist(), table["entities"].tolist(), table["edges"].tolist())
     for chunk, ents, edges in zip(*columns, strict=True):
         cells = _graph_cells(ents, edges)
-        yield str(chunk), None if cells is None else (loads(cells[0]), loads(cells[1]))
+        yield str(chunk), None if cells is None else (from_json(cells[0]), from_json(cells[1]))
 
 
 def _graph_cells(entities: object, edges: object) -> tuple[str, str] | None:
     """A row's entities and edges JSON, or None where its extraction failed (a missing cell is
     None, or NaN once Parquet and pandas have had it). A row with one of the two is corrupt."""
-    has_entities, has_edges = isinstance(entities, str), isinstance(edges, str)
-    if has_entities and has_edges:
-        return entities, edges  # type: ignore[return-value]
-    if has_entities or has_edges:
+    if isinstance(entities, str) and isinstance(edges, str):
+        return entities, edges
+    if isinstance(entities, str) or isinstance(edges, str):
         raise ValueError("an extraction table row has entities or edges JSON, not both")
     return None
 
