@@ -20,6 +20,7 @@ File format::
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
@@ -27,7 +28,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import OntologyError
 from .files import load_yaml, validate_file_model
-from .models import ExtractionResult
 
 
 class _Strict(BaseModel):
@@ -90,12 +90,15 @@ class Ontology(_Strict):
             }
         )
 
-    def vocabulary_violations(self, result: ExtractionResult) -> tuple[int, int]:
-        """(entities, edges) in `result` whose type lies outside this ontology's vocabulary."""
+    def vocabulary_violations(
+        self, entity_types: Iterable[str | None], relations: Iterable[str]
+    ) -> tuple[int, int]:
+        """How many of the given entity types and edge relations lie outside this ontology's
+        vocabulary (an untyped entity, None, is outside)."""
         entity_names = self.entity_type_names
         relation_names = self.relation_type_names
-        bad_entities = sum(1 for e in result.entities if e.type not in entity_names)
-        bad_edges = sum(1 for e in result.edges if e.relation not in relation_names)
+        bad_entities = sum(1 for t in entity_types if t not in entity_names)
+        bad_edges = sum(1 for r in relations if r not in relation_names)
         return bad_entities, bad_edges
 
 

@@ -89,7 +89,9 @@ def test_vocabulary_violations(tmp_path: Path) -> None:
         entities=(Entity(name="A", type="Person"), Entity(name="B", type="Robot")),
         edges=(Edge(source="A", target="B", relation="LIKES"),),
     )
-    assert onto.vocabulary_violations(result) == (1, 1)
+    assert onto.vocabulary_violations(
+        (e.type for e in result.entities), (e.relation for e in result.edges)
+    ) == (1, 1)
 
 
 def test_mode_resolution_rules(tmp_path: Path) -> None:

@@ -16,11 +16,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..gc_tuning import gc_paused
 from ..models import ONTOLOGY_MODES
 from ..ontology import Ontology
 from ..scoring.strict import ChunkKeys, score_keys, table_keys
 from ..statistics import percentiles
-from ..tables import row_result
+from ..tables import table_graph_json
 
 F1_AXES: tuple[str, ...] = ("entities", "edges", "summaries")
 PARSE_STATUSES: tuple[str, ...] = ("clean", "recovered", "malformed")
@@ -77,16 +78,21 @@ def _cost(
 
 
 def _vocabulary_compliance(ok_rows: pd.DataFrame, ontology: Ontology) -> dict[str, Any]:
+    """Entities and edges whose type lies outside the ontology, counted from the table's JSON
+    (`table_graph_json`): two fields of every item, not a model of it."""
     ent_out = ent_total = edge_out = edge_total = 0
-    for ents, edges in zip(ok_rows["entities"], ok_rows["edges"], strict=True):
-        result = row_result(ents, edges)
-        if result is None:
-            continue
-        bad_entities, bad_edges = ontology.vocabulary_violations(result)
-        ent_out += bad_entities
-        edge_out += bad_edges
-        ent_total += len(result.entities)
-        edge_total += len(result.edges)
+    with gc_paused():  # each row's parsed JSON is freed as soon as it is counted
+        for _chunk, graph in table_graph_json(ok_rows):
+            if graph is None:
+                continue
+            entities, edges = graph
+            bad_entities, bad_edges = ontology.vocabulary_violations(
+                (e["type"] for e in entities), (e["relation"] for e in edges)
+            )
+            ent_out += bad_entities
+            edge_out += bad_edges
+            ent_total += len(entities)
+            edge_total += len(edges)
     total = ent_total + edge_total
     return {
         "entities_outside": ent_out,
