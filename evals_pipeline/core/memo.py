@@ -35,8 +35,24 @@ def forget_all() -> None:
 
 
 class IdentityMemo(Generic[V]):
-    def __init__(self, size: int) -> None:
+    """At most `size` entries and, with `weigh`, at most `max_weight` in all: `weigh(objects,
+    value)` is what an entry holds alive (the characters of a rendered prompt, say), so a memo
+    sized for a run's thousands of small chunks cannot hold thousands of huge ones. An entry
+    heavier than `max_weight` alone is not kept."""
+
+    def __init__(
+        self,
+        size: int,
+        *,
+        max_weight: int | None = None,
+        weigh: Callable[[tuple[object, ...], V], int] | None = None,
+    ) -> None:
+        if (max_weight is None) != (weigh is None):
+            raise ValueError("max_weight and weigh go together")
         self.size = size
+        self.max_weight = max_weight
+        self._weigh = weigh
+        self._weight = 0
         self._entries: dict[tuple[int, ...], tuple[tuple[object, ...], V]] = {}
         self._lock = threading.Lock()
         on_forget(self.clear)
@@ -48,11 +64,26 @@ class IdentityMemo(Generic[V]):
         return entry[1]
 
     def put(self, objects: tuple[object, ...], value: V) -> V:
+        weight = 0 if self._weigh is None else self._weigh(objects, value)
         with self._lock:
-            if len(self._entries) >= self.size:
+            if self.max_weight is not None and weight > self.max_weight:
+                return value
+            if len(self._entries) >= self.size or (
+                self.max_weight is not None and self._weight + weight > self.max_weight
+            ):
                 self._entries.clear()
-            self._entries[tuple(map(id, objects))] = (objects, value)
+                self._weight = 0
+            key = tuple(map(id, objects))
+            old = self._entries.get(key)
+            if old is not None and self._weigh is not None:
+                self._weight -= self._weigh(*old)
+            self._entries[key] = (objects, value)
+            self._weight += weight
         return value
+
+    @property
+    def weight(self) -> int:
+        return self._weight
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -60,3 +91,4 @@ class IdentityMemo(Generic[V]):
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._weight = 0

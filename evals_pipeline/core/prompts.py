@@ -258,8 +258,21 @@ def _system_prompts(options: ExtractOptions) -> tuple[str, str]:
 # System prompts by options object, and whole renders by (episode, options): a run renders
 # every chunk under a handful of options objects, and one extract call asks for the same render
 # several times (the extraction cache, the recorder and the replayer each derive its key).
+# Sized for a step's whole corpus: a step's guards render every chunk before its replay renders
+# them again, so a memo smaller than the corpus missed on every render past ~1,000 chunks. Its
+# bound is the text it holds, 64 Mi characters (~50,000 renders of 1,300 characters).
 _SYSTEMS_CACHE: IdentityMemo[tuple[str, str]] = IdentityMemo(64)
-_RENDERS: IdentityMemo[ExtractPrompts] = IdentityMemo(1024)
+
+
+def _render_size(_objects: tuple[object, ...], prompts: ExtractPrompts) -> int:
+    """The characters a render holds of its own (the system prompts are shared)."""
+    before, after = prompts.edge_user_around
+    return len(prompts.entity_user) + len(before) + len(after)
+
+
+_RENDERS: IdentityMemo[ExtractPrompts] = IdentityMemo(
+    65_536, max_weight=64 * 2**20, weigh=_render_size
+)
 
 
 def system_prompts(options: ExtractOptions) -> tuple[str, str]:

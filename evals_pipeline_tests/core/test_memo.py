@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from evals_pipeline.core import digests
 from evals_pipeline.core.cassettes import keys, store
 from evals_pipeline.core.memo import IdentityMemo, forget_all
@@ -46,3 +48,54 @@ def test_forget_all_empties_every_process_wide_memo() -> None:
     forget_all()
     assert len(own) == 0 and keys._EXTRACT_KEYS == {} and digests._memo == {}
     assert len(store._memo) == 0 and len(store._indexes) == 0
+
+
+def test_a_weighed_memo_starts_over_when_its_weight_would_pass_the_bound() -> None:
+    memo: IdentityMemo[str] = IdentityMemo(100, max_weight=10, weigh=lambda _objs, v: len(v))
+    a, b, c, huge = object(), object(), object(), object()
+    memo.put((a,), "aaaa")
+    memo.put((b,), "bbbbbb")  # 4 + 6: at the bound, kept
+    assert len(memo) == 2 and memo.weight == 10
+    memo.put((c,), "c")  # would be 11: cleared first
+    assert len(memo) == 1 and memo.get(c) == "c" and memo.get(a) is None and memo.weight == 1
+    assert memo.put((huge,), "x" * 11) == "x" * 11  # heavier than the bound alone: not kept
+    assert memo.get(huge) is None and memo.get(c) == "c"
+    memo.put((c,), "cc")  # a replaced entry's weight is given back
+    assert memo.weight == 2
+    memo.clear()
+    assert memo.weight == 0
+
+
+def test_weight_and_bound_go_together() -> None:
+    with pytest.raises(ValueError, match="together"):
+        IdentityMemo(4, max_weight=10)
+
+
+def test_the_render_and_key_memos_hold_a_step_of_thousands_of_chunks() -> None:
+    """A step renders and keys its whole corpus for the guards, then again for the replay: a
+    memo smaller than the corpus missed every time past ~1,000 chunks."""
+    from evals_pipeline.core import prompts
+
+    forget_all()
+    options = ExtractOptions()
+    episodes = [Episode(name=f"c{i}", body=f"Text number {i}.") for i in range(5000)]
+    renders = [prompts.render_extract_prompts(e, options) for e in episodes]
+    first_keys = [keys.extract_key(e, options) for e in episodes]
+    again = [prompts.render_extract_prompts(e, options) for e in episodes]
+    assert all(a is r for a, r in zip(again, renders, strict=True))
+    assert len(keys._BY_IDENTITY) == 5000
+    assert [keys.extract_key(e, options) for e in episodes] == first_keys
+    forget_all()
+
+
+def test_the_render_memo_is_bounded_by_the_text_it_holds() -> None:
+    from evals_pipeline.core import prompts
+
+    forget_all()
+    options = ExtractOptions()
+    body = "x" * (prompts._RENDERS.max_weight // 8)  # type: ignore[operator]
+    for i in range(5):  # each render holds the body twice (entity and edge prompts)
+        prompts.render_extract_prompts(Episode(name=f"big{i}", body=body), options)
+    assert len(prompts._RENDERS) < 5
+    assert prompts._RENDERS.weight <= prompts._RENDERS.max_weight  # type: ignore[operator]
+    forget_all()

@@ -41,11 +41,24 @@ _RECURRING = frozenset({"entity_system", "edge_system"})
 _EXTRACT_KEYS: dict[tuple[str, str, Episode, str | None], str] = {}
 _EXTRACT_KEYS_KEPT = 65_536
 on_forget(_EXTRACT_KEYS.clear)
+
+
 # In front of it, by the objects' identity: within one step the same episode and options objects
 # are keyed four times over (the step's key set, the cache, the recorder, the replayer), and a
-# by-value hit hashes and compares the whole episode. Small: it holds its objects alive, and
-# the repeats come close together (one call's keys), not across steps.
-_BY_IDENTITY: IdentityMemo[str] = IdentityMemo(8_192)
+# by-value hit hashes and compares the whole episode. Sized for a step's corpus (its guards key
+# every chunk before its replay keys them again), and bounded by the text of the episodes it
+# holds alive, 64 Mi characters.
+def _episode_size(objects: tuple[object, ...], _key: str) -> int:
+    episode = objects[0]
+    assert isinstance(episode, Episode)
+    return (
+        len(episode.body)
+        + len(episode.custom_instructions)
+        + sum(len(text) for text in episode.context)
+    )
+
+
+_BY_IDENTITY: IdentityMemo[str] = IdentityMemo(65_536, max_weight=64 * 2**20, weigh=_episode_size)
 
 
 def _encoded_string(value: str) -> str:
