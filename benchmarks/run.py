@@ -8,7 +8,9 @@
    ReplayingExtractor via extraction_table (extract_all, then runs_to_table) -> strict scoring
    -> backend_summary -> assemble_mode_report -> mode_matrix), and through the whole Dagster
    pipeline (materialize_all over a synthetic corpus file, every backend a cassette). The
-   floor is a bare loop that only `json.loads` every line of the same cassette files.
+   floor is a bare loop that only `json.loads` every line of the same cassette files. Beside
+   them, `native_work`: the core path's pydantic/JSON calls alone, which splits the core path's
+   ratio into what those calls cost and what its own code around them costs.
 2. Cassette load. A 1,000,000-record cassette (one real recorded record, re-keyed per line),
    timed through `load_cassette` in a fresh child process, with the peak RSS it added.
 3. Live concurrency. extract_all over OpenAICompatTransport against a LoopbackLLMServer in a
@@ -58,6 +60,9 @@ from evals_pipeline_tests.support.hermetic import PROJECT_ENV  # noqa: E402
 for _name in PROJECT_ENV:
     os.environ.pop(_name, None)
 
+from pydantic_core import from_json  # noqa: E402
+
+from evals_pipeline.core.cassettes.format import ReplayRecord  # noqa: E402
 from evals_pipeline.core.cassettes.record import RecordingExtractor  # noqa: E402
 from evals_pipeline.core.cassettes.replay import ReplayingExtractor  # noqa: E402
 from evals_pipeline.core.cassettes.store import load_cassette  # noqa: E402
@@ -66,6 +71,8 @@ from evals_pipeline.core.extractors.base import Extractor, Reply, TransportExtra
 from evals_pipeline.core.extractors.openai_compat import OpenAICompatTransport  # noqa: E402
 from evals_pipeline.core.extractors.oracle import OracleExtractor  # noqa: E402
 from evals_pipeline.core.models import (  # noqa: E402
+    EDGE_LIST,
+    ENTITY_LIST,
     ONTOLOGY_MODES,
     Attempt,
     ChatRequest,
@@ -76,6 +83,7 @@ from evals_pipeline.core.models import (  # noqa: E402
 )
 from evals_pipeline.core.ontology import Ontology, load_ontology  # noqa: E402
 from evals_pipeline.core.options import ExtractOptions  # noqa: E402
+from evals_pipeline.core.parsing import EdgesReply, EntitiesReply, parse_structured  # noqa: E402
 from evals_pipeline.core.reports.assemble import assemble_mode_report  # noqa: E402
 from evals_pipeline.core.reports.report import backend_summary, mode_matrix  # noqa: E402
 from evals_pipeline.core.runner import ChunkRun, extract_all, run_sync  # noqa: E402
@@ -469,6 +477,28 @@ def json_floor(paths: Sequence[Path]) -> int:
     return lines
 
 
+def native_work(paths: Sequence[Path]) -> int:
+    """The core path's parsing and serialising calls alone, with none of its Python around them:
+    every line validated as loading does, read back and validated again as serving does, both
+    replies of each record through `parse_structured`, both graphs dumped to the table's JSON and
+    read back as scoring does. What the core path costs beyond this is its own code (the flow,
+    the models it builds, tables, keys, summaries); the floor is what this costs beyond it."""
+    served = 0
+    for path in paths:
+        with path.open("rb") as handle:
+            lines = [line for line in handle if ReplayRecord.model_validate_json(line)]
+        for line in lines:
+            stages = ReplayRecord.model_validate_json(line).response.transcript
+            entities, _ = parse_structured(stages[0].attempts[-1].text, EntitiesReply)
+            edges, _ = parse_structured(stages[-1].attempts[-1].text, EdgesReply)
+            if entities is None or edges is None:
+                raise RuntimeError(f"a recorded reply in {path} does not parse")
+            from_json(ENTITY_LIST.dump_json(entities.entities))
+            from_json(EDGE_LIST.dump_json(edges.edges))
+            served += 1
+    return served
+
+
 def forget_memos() -> None:
     """Start cold: no cassette load, prompt render or key remembered from an earlier run (the
     memos are for repeats within one materialisation, not across the benchmark's repeats)."""
@@ -701,6 +731,8 @@ def section_replay(quick: bool, work: Path, want_profile: bool) -> dict[str, Any
         # two runs): always the median of 3.
         floor_s, _, lines = median_time(functools.partial(json_floor, list(paths.values())), 3)
         assert lines == records
+        native_s, _, served = median_time(functools.partial(native_work, list(paths.values())), 3)
+        assert served == records
         stages: dict[str, float] = {}
         core_s, _, _ = median_time(
             functools.partial(graph_path, paths, episodes, ontology, stages),
@@ -716,6 +748,7 @@ def section_replay(quick: bool, work: Path, want_profile: bool) -> dict[str, Any
                 "n": n,
                 "records": records,
                 "floor_s": floor_s,
+                "native_s": native_s,
                 "core_s": core_s,
                 "dagster_s": dagster[0] if dagster else None,
                 "stages": {k: v / repeat for k, v in stages.items()},
@@ -741,6 +774,7 @@ def section_replay(quick: bool, work: Path, want_profile: bool) -> dict[str, Any
                 f"{repeat}",
                 f"{floor_s:.3f}",
                 f"{records / floor_s:,.0f}",
+                f"{native_s / floor_s:.1f}x",
                 f"{core_s:.2f}",
                 f"{n / core_s:,.1f}",
                 f"{core_s / records * 1e6:,.0f}",
@@ -756,6 +790,7 @@ def section_replay(quick: bool, work: Path, want_profile: bool) -> dict[str, Any
                 "runs",
                 "floor s",
                 "floor rec/s",
+                "native/floor",
                 "core s",
                 "core chunks/s",
                 "core us/rec",
@@ -771,6 +806,10 @@ def section_replay(quick: bool, work: Path, want_profile: bool) -> dict[str, Any
     say(
         "  records = N x 3 backends x 3 modes (one extract call each); floor = json.loads of "
         "every line of the same three cassettes"
+    )
+    say(
+        "  native = the core path's pydantic/JSON calls alone (validate each line at load and "
+        "when served, parse both replies, dump both graphs and read them back; median of 3)"
     )
     say(
         "  core = load -> replay -> table -> strict scores -> summaries -> mode reports -> "
@@ -806,6 +845,11 @@ def section_replay(quick: bool, work: Path, want_profile: bool) -> dict[str, Any
         f"{met(core_ratio <= 3.0)}; Dagster pipeline {dagster_ratio:.1f}x -> "
         f"{met(dagster_ratio <= 3.0)}"
     )
+    native_ratio = last["native_s"] / last["floor_s"]
+    say(
+        f"  of the core path's {core_ratio:.1f}x at N={last['n']:,}: its pydantic/JSON calls "
+        f"{native_ratio:.1f}x, its own code around them {core_ratio - native_ratio:.1f}x"
+    )
     if want_profile or (core_ratio > 3.0 and not quick):
         mid = results[1] if len(results) > 1 else results[0]
         say(f"cProfile of the core path at N={mid['n']:,} (top functions by own time):")
@@ -813,7 +857,7 @@ def section_replay(quick: bool, work: Path, want_profile: bool) -> dict[str, Any
     for r in results:
         shutil.rmtree(r["folder"])
     shutil.rmtree(master)
-    return {"core_ratio": core_ratio, "dagster_ratio": dagster_ratio}
+    return {"core_ratio": core_ratio, "dagster_ratio": dagster_ratio, "native_ratio": native_ratio}
 
 
 # ------------------------------------------------------------------------------------------
