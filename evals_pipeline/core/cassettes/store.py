@@ -144,8 +144,9 @@ class Cassette:
     checked: a file replaced meanwhile (a rename, the recorder's way) is not seen. One
     rewritten in place is not supported: where the served line no longer parses or holds its
     key, that is a CassetteCorrupt naming the line; a same-length rewrite of one answer would
-    be served. A deleted file's space comes back when the cassette is dropped (the shared-load
-    memo keeps up to 32; `memo.forget_all()` drops them).
+    be served. A deleted file's space comes back when the cassette is dropped: the shared-load
+    memo drops a load whose file was deleted or renamed over at the next shared load, and
+    `memo.forget_all()` drops them all. FIFO serving is safe across threads.
     """
 
     paths: tuple[Path, ...]
@@ -154,6 +155,7 @@ class Cassette:
     _by_key: dict[str, tuple[int, ...]] = field(default_factory=dict)
     _files: tuple[BinaryIO | None, ...] = ()  # aligned with paths; None: a missing file
     _served: dict[str, int] = field(default_factory=dict)  # consume=True: answers served
+    _serving: threading.Lock = field(default_factory=threading.Lock)  # guards `_served`
     record_count: int = 0
     # Every line that starts like the recorder's lines, `{"key":"<64 chars>",`, starts with its
     # own key (a hand-made line could repeat "key"; JSON's last value wins).
@@ -167,7 +169,13 @@ class Cassette:
         return where, (self._served.get(key, 0) if self.consume else 0)
 
     def take(self, key: str, call_type: str) -> ReplayRecord:
-        where, served = self._next(key)
+        if self.consume:
+            with self._serving:  # two threads taking one key get two answers, never one twice
+                where, served = self._next(key)
+                if where is not None and served * _LOCATION < len(where):
+                    self._served[key] = served + 1
+        else:
+            where, served = self._next(key)
         if where is None or served * _LOCATION >= len(where):
             detail = ""
             if where is not None:
@@ -175,8 +183,6 @@ class Cassette:
             raise CassetteMiss(
                 key, call_type, self.paths[0] if len(self.paths) == 1 else None, detail
             )
-        if self.consume:
-            self._served[key] = served + 1
         at = served * _LOCATION
         file_index, number, offset, length = where[at : at + _LOCATION]
         path = self.paths[file_index]
@@ -255,6 +261,30 @@ def _memo_get(key: tuple[object, ...]) -> Cassette | None:
         return entry[0]
 
 
+def _unlinked(cassette: Cassette) -> bool:
+    """Whether a file the cassette holds open was deleted, or replaced by a rename, since."""
+    for handle in cassette._files:
+        if handle is None:
+            continue
+        try:
+            if os.fstat(handle.fileno()).st_nlink == 0:
+                return True
+        except (OSError, ValueError):  # closed or unreadable: nothing worth keeping
+            return True
+    return False
+
+
+def _drop_unlinked() -> None:
+    """Forget shared loads whose files are gone, so their disk space comes back now rather than
+    when the memo evicts them (a few `fstat` calls: at most 32 loads are kept)."""
+    global _memo_bytes
+    with _memo_lock:
+        for key, (cassette, size) in list(_memo.items()):
+            if _unlinked(cassette):
+                del _memo[key]
+                _memo_bytes -= size
+
+
 def _memo_put(key: tuple[object, ...], cassette: Cassette, size: int) -> None:
     global _memo_bytes
     if size > MEMO_MAX_BYTES:
@@ -310,6 +340,7 @@ def load_cassette(
             if subset is not None:
                 return subset
         return _load(path_list, unique=unique, consume=consume, missing_ok=missing_ok)
+    _drop_unlinked()
     memo_key = (unique, missing_ok, *((str(p.absolute()), _file_digest(p)) for p in path_list))
     hit = _memo_get(memo_key)
     if hit is not None:

@@ -499,3 +499,69 @@ def test_a_loaded_file_that_cannot_be_read_back_is_a_typed_error(tmp_path: Path)
             cassette.take("a" * 64, "extract")
     os.close(write_end)
     assert err.value.line == 1 and "cannot read the loaded file" in str(err.value)
+
+
+def test_a_shared_load_of_a_deleted_or_replaced_file_is_dropped_and_its_file_closed(
+    tmp_path: Path,
+) -> None:
+    from evals_pipeline.core.cassettes import store
+
+    store.clear_load_memo()
+    deleted, replaced, other = (tmp_path / f"{n}.jsonl" for n in ("deleted", "replaced", "other"))
+    for i, path in enumerate((deleted, replaced, other)):
+        write(path, record(f"{i:064x}"))
+    handles = []
+    for path in (deleted, replaced):
+        cassette = load_cassette(path, unique=True)
+        handles += [h for h in cassette._files if h is not None]
+        del cassette  # only the memo holds it now
+    kept = load_cassette(other, unique=True)
+    assert len(store._memo) == 3
+    deleted.unlink()
+    staged = tmp_path / "staged.jsonl"
+    write(staged, record("f" * 64))
+    os.replace(staged, replaced)  # the recorder's way of rewriting a file
+    load_cassette(other, unique=True)  # any shared load sweeps the memo
+    assert len(store._memo) == 1 and load_cassette(other, unique=True) is kept
+    gc.collect()
+    assert all(h.closed for h in handles)
+    assert "f" * 64 in load_cassette(replaced, unique=True)  # the new file is loaded afresh
+    store.clear_load_memo()
+
+
+def test_fifo_serving_from_many_threads_serves_each_answer_once(tmp_path: Path) -> None:
+    import threading
+
+    path = tmp_path / "c.jsonl"
+    key = "a" * 64
+    write(path, *(record(key, text=f'{{"n": {i}}}') for i in range(400)))
+    cassette = load_cassette(path)  # FIFO: identical keys served in recorded order
+    find = cassette._next
+
+    def find_then_yield(key: str) -> tuple[tuple[int, ...] | None, int]:
+        found = find(key)
+        time.sleep(0)  # let another thread run between finding an answer and marking it served
+        return found
+
+    cassette._next = find_then_yield  # type: ignore[method-assign]
+    served: list[str] = []
+    misses: list[CassetteMiss] = []
+    start = threading.Barrier(8)
+
+    def take_all() -> None:
+        start.wait()
+        while True:
+            try:
+                rec = cassette.take(key, "extract")
+            except CassetteMiss as miss:
+                misses.append(miss)
+                return
+            served.append(rec.response.transcript[0].attempts[0].text)
+
+    threads = [threading.Thread(target=take_all) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(served) == sorted(f'{{"n": {i}}}' for i in range(400))
+    assert len(misses) == 8
