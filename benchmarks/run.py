@@ -5,8 +5,8 @@
 1. Replay throughput. Synthetic cassettes (N chunks x 3 backends x 3 ontology modes), recorded
    once per backend through the real recording path (RecordingExtractor over in-process
    extractors). Replayed twice: through the core path the graph's assets call (load_cassette ->
-   ReplayingExtractor via extraction_table (extract_all, then runs_to_table) -> strict scoring
-   -> backend_summary -> assemble_mode_report -> mode_matrix), and through the whole Dagster
+   ReplayingExtractor via extraction_table (run_each, each run tabulated as it ends) -> strict
+   scoring -> backend_summary -> assemble_mode_report -> mode_matrix), and through the whole Dagster
    pipeline (materialize_all over a synthetic corpus file, every backend a cassette). The
    floor is a bare loop that only `json.loads` every line of the same cassette files. Beside
    them, `native_work`: the core path's pydantic/JSON calls alone, which splits the core path's

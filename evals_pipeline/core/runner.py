@@ -49,11 +49,43 @@ async def extract_all(
     on_done: Callable[[ChunkRun], None] | None = None,
 ) -> list[ChunkRun]:
     """Extract every episode; results come back in input order."""
+    runs: list[ChunkRun | None] = [None] * len(episodes)
+
+    def keep(index: int, run: ChunkRun) -> None:
+        runs[index] = run
+        if on_done is not None:
+            on_done(run)
+
+    await run_each(
+        extractor,
+        episodes,
+        options,
+        concurrency=concurrency,
+        tolerate_misses=tolerate_misses,
+        on_done=keep,
+    )
+    return [run for run in runs if run is not None]  # all of them: run_each raised otherwise
+
+
+async def run_each(
+    extractor: Extractor,
+    episodes: Sequence[Episode],
+    options: ExtractOptions,
+    *,
+    concurrency: int = 8,
+    tolerate_misses: bool = False,
+    on_done: Callable[[int, ChunkRun], None],
+) -> None:
+    """Extract every episode and hand each run to `on_done` with its episode's index as it
+    finishes (in input order for a local extractor, in completion order otherwise), keeping
+    none: a caller that turns each run into a row at once frees its models while they are
+    still in the CPU's caches (a replay tabulated so is ~25% faster than one tabulated from
+    every run at the end). Raises the first error, as `extract_all` does."""
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
     gate = asyncio.Semaphore(concurrency)
 
-    async def one(episode: Episode) -> ChunkRun:
+    async def one(index: int, episode: Episode) -> None:
         async with gate:
             try:
                 run = ChunkRun(episode, await extractor.extract(episode, options))
@@ -65,9 +97,7 @@ async def extract_all(
                 if not tolerate_misses:
                     raise
                 run = ChunkRun(episode, None, str(exc), type(exc).__name__)
-        if on_done is not None:
-            on_done(run)
-        return run
+        on_done(index, run)
 
     # A replay allocates models by the hundred thousand, none of them in a cycle: for a local
     # extractor (bounded CPU work) the collector is paused; over a network it runs, less often.
@@ -75,27 +105,26 @@ async def extract_all(
     # only add the event loop's scheduling to every chunk (~9% of a replay).
     if extractor.local:
         with gc_paused():
-            return await _one_after_another(one, episodes)
+            await _one_after_another(one, episodes)
+        return
     with fewer_gc_passes():
-        return list(await asyncio.gather(*(one(e) for e in episodes)))
+        await asyncio.gather(*(one(i, e) for i, e in enumerate(episodes)))
 
 
 async def _one_after_another(
-    one: Callable[[Episode], Awaitable[ChunkRun]], episodes: Sequence[Episode]
-) -> list[ChunkRun]:
+    one: Callable[[int, Episode], Awaitable[None]], episodes: Sequence[Episode]
+) -> None:
     """Every episode in order; the first error is raised once all have run, as the gather of
     tasks does (a recording wrapper still records the chunks after a miss)."""
-    runs: list[ChunkRun] = []
     first: BaseException | None = None
-    for episode in episodes:
+    for index, episode in enumerate(episodes):
         try:
-            runs.append(await one(episode))
+            await one(index, episode)
         except Exception as exc:
             if first is None:
                 first = exc
     if first is not None:
         raise first
-    return runs
 
 
 def run_sync(make: Callable[[], Awaitable[T]]) -> T:

@@ -19,7 +19,7 @@ from .extractors.base import Extractor
 from .gc_tuning import gc_paused
 from .models import EDGE_LIST, ENTITY_LIST, Episode, ExtractionResult
 from .options import ExtractOptions
-from .runner import ChunkRun, extract_all, run_sync
+from .runner import ChunkRun, run_each, run_sync
 
 # A run's call counts, one column each (0 for a chunk that failed before any call).
 _STATS_COLUMNS = (
@@ -48,46 +48,58 @@ COLUMNS = (
 )
 
 
-@gc_paused()
-def runs_to_table(runs: Sequence[ChunkRun]) -> pd.DataFrame:
-    """One row per run, built column by column (a list per column, not a dict per row)."""
-    columns: dict[str, list[object]] = {name: [] for name in COLUMNS}
-    add = {name: column.append for name, column in columns.items()}
-    for run in runs:
+class TableRows:
+    """An extraction table filled one run at a time, each at its chunk's index (runs can finish
+    out of order), column by column: a list per column, not a dict per row."""
+
+    def __init__(self, size: int) -> None:
+        self._columns: dict[str, list[object]] = {name: [None] * size for name in COLUMNS}
+
+    def put(self, index: int, run: ChunkRun) -> None:
+        column = self._columns
         outcome = run.outcome
         stats = outcome.stats if outcome is not None else run.stats
-        add["chunk"](run.episode.name)
-        add["ok"](outcome is not None)
-        add["error"](run.error)
-        add["error_type"](run.error_type)
-        add["failure_classification"](
+        column["chunk"][index] = run.episode.name
+        column["ok"][index] = outcome is not None
+        column["error"][index] = run.error
+        column["error_type"][index] = run.error_type
+        column["failure_classification"][index] = (
             run.failure.classification if run.failure is not None else None
         )
         if outcome is not None:
-            add["entities"](ENTITY_LIST.dump_json(outcome.result.entities).decode())
-            add["edges"](EDGE_LIST.dump_json(outcome.result.edges).decode())
-        else:
-            add["entities"](None)
-            add["edges"](None)
+            column["entities"][index] = ENTITY_LIST.dump_json(outcome.result.entities).decode()
+            column["edges"][index] = EDGE_LIST.dump_json(outcome.result.edges).decode()
         if stats is not None:
-            add["requests"](stats.requests)
-            add["input_tokens"](stats.input_tokens)
-            add["output_tokens"](stats.output_tokens)
-            add["latency_ms"](stats.latency_ms)
+            column["requests"][index] = stats.requests
+            column["input_tokens"][index] = stats.input_tokens
+            column["output_tokens"][index] = stats.output_tokens
+            column["latency_ms"][index] = stats.latency_ms
             parse = stats.structured_output
-            add["clean"](parse.clean)
-            add["recovered"](parse.recovered)
-            add["malformed"](parse.malformed)
-            add["retry_succeeded"](stats.truncated.retry_succeeded)
-            add["exhausted"](stats.truncated.exhausted)
+            column["clean"][index] = parse.clean
+            column["recovered"][index] = parse.recovered
+            column["malformed"][index] = parse.malformed
+            column["retry_succeeded"][index] = stats.truncated.retry_succeeded
+            column["exhausted"][index] = stats.truncated.exhausted
         else:
             for name in _STATS_COLUMNS:
-                add[name](0)
-        add["edge_budget_exhausted"](bool(outcome is not None and outcome.failures))
-        add["provider"](outcome.provider if outcome is not None else None)
-        add["model"](outcome.model if outcome is not None else None)
-    frame = pd.DataFrame(columns, columns=list(COLUMNS))
-    return frame.astype(_DTYPES)
+                column[name][index] = 0
+        column["edge_budget_exhausted"][index] = bool(outcome is not None and outcome.failures)
+        column["provider"][index] = outcome.provider if outcome is not None else None
+        column["model"][index] = outcome.model if outcome is not None else None
+
+    def frame(self) -> pd.DataFrame:
+        if any(name is None for name in self._columns["chunk"]):
+            raise ValueError("an extraction table is missing the run of some chunk")
+        return pd.DataFrame(self._columns, columns=list(COLUMNS)).astype(_DTYPES)
+
+
+@gc_paused()
+def runs_to_table(runs: Sequence[ChunkRun]) -> pd.DataFrame:
+    """One row per run, in the runs' order."""
+    rows = TableRows(len(runs))
+    for index, run in enumerate(runs):
+        rows.put(index, run)
+    return rows.frame()
 
 
 def extraction_table(
@@ -98,28 +110,31 @@ def extraction_table(
     concurrency: int = 8,
     tolerate_misses: bool = False,
 ) -> pd.DataFrame:
-    """Run `extractor` over `episodes` (`extract_all`), close it, and tabulate the runs.
+    """Run `extractor` over `episodes` (`run_each`), tabulating each run as it finishes, then
+    close the extractor. A run's models are dumped to its row and freed at once, while they
+    are still in the CPU's caches, instead of all living until the end.
 
-    For a local extractor the collector stays paused until the runs are tabulated and freed.
-    Re-enabled while they lived, its first pass would scan every outcome's models once (a
-    paused block's allocations all count towards that pass), only for them to be freed by
-    reference counting right after; freed inside the pause, they leave nothing to scan.
+    For a local extractor the collector stays paused throughout: the runs' models are freed
+    by reference counting inside the pause and leave it nothing to scan.
     """
+    rows = TableRows(len(episodes))
 
-    async def run() -> list[ChunkRun]:
+    async def run() -> None:
         try:
-            return await extract_all(
+            await run_each(
                 extractor,
                 episodes,
                 options,
                 concurrency=concurrency,
                 tolerate_misses=tolerate_misses,
+                on_done=rows.put,
             )
         finally:
             await extractor.aclose()
 
     with gc_paused() if extractor.local else nullcontext():
-        return runs_to_table(run_sync(run))
+        run_sync(run)
+        return rows.frame()
 
 
 _DTYPES = {

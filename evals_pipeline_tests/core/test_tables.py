@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import json
 import math
+import weakref
 from pathlib import Path
 
 import pandas as pd
@@ -194,3 +197,73 @@ def test_extraction_table_closes_its_extractor_and_pauses_only_a_local_one() -> 
     with pytest.raises(OracleMissing):
         extraction_table(missing, episodes, ExtractOptions())  # type: ignore[arg-type]
     assert missing.closed == 1 and gc.isenabled()
+
+
+class _Reversed:
+    """A network-like extractor whose chunks finish in reverse order; it keeps a weak reference
+    to every outcome it returns, and notes how many are still alive when it is asked again."""
+
+    local = False
+    provider = model = "reversed"
+
+    def __init__(self, inner: object, count: int) -> None:
+        self.inner, self.count = inner, count
+        self.outcomes: list[weakref.ref[ExtractionOutcome]] = []
+        self.alive: list[int] = []
+
+    async def extract(self, episode: Episode, options: object) -> ExtractionOutcome:
+        index = int(episode.name[1:])
+        for _ in range(self.count - index):  # later chunks wait less, so finish first
+            await asyncio.sleep(0)
+        self.alive.append(sum(1 for ref in self.outcomes if ref() is not None))
+        outcome = await self.inner.extract(episode, options)  # type: ignore[attr-defined]
+        self.outcomes.append(weakref.ref(outcome))
+        return outcome
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_extraction_table_rows_follow_the_chunks_whatever_order_they_finish_in() -> None:
+    from evals_pipeline.core.extractors.oracle import OracleExtractor
+    from evals_pipeline.core.options import ExtractOptions
+    from evals_pipeline.core.runner import extract_all, run_sync
+    from evals_pipeline.core.tables import extraction_table
+
+    episodes = [Episode(name=f"c{i}", body="Zoë met B.") for i in range(6)]
+    graphs = {
+        e.name: ExtractionResult(entities=(Entity(name=f"E{i}"),)) for i, e in enumerate(episodes)
+    }
+    probe = _Reversed(OracleExtractor(graphs), len(episodes))
+    table = extraction_table(probe, episodes, ExtractOptions(), concurrency=6)  # type: ignore[arg-type]
+    assert list(table["chunk"]) == [e.name for e in episodes]
+    assert [json.loads(cell)[0]["name"] for cell in table["entities"]] == [
+        f"E{i}" for i in range(6)
+    ]
+    oracle = OracleExtractor(graphs)
+    runs = run_sync(lambda: extract_all(oracle, episodes, ExtractOptions()))
+    pd.testing.assert_frame_equal(table, runs_to_table(runs))
+
+
+def test_extraction_table_frees_each_run_once_it_is_tabulated() -> None:
+    from evals_pipeline.core.extractors.oracle import OracleExtractor
+    from evals_pipeline.core.options import ExtractOptions
+    from evals_pipeline.core.tables import extraction_table
+
+    episodes = [Episode(name=f"c{i}", body="Zoë met B.") for i in range(20)]
+    probe = _Reversed(OracleExtractor({e.name: ODD for e in episodes}), 0)
+    probe.local = True  # type: ignore[misc]  # one chunk after another, as a replay runs
+    extraction_table(probe, episodes, ExtractOptions())  # type: ignore[arg-type]
+    # Each earlier outcome was dumped to its row and freed before the next chunk began.
+    assert probe.alive == [0] * 20
+
+
+def test_a_table_missing_a_run_is_refused() -> None:
+    import pytest
+
+    from evals_pipeline.core.tables import TableRows
+
+    rows = TableRows(2)
+    rows.put(1, _ok("c2", ODD))
+    with pytest.raises(ValueError, match="missing the run"):
+        rows.frame()
