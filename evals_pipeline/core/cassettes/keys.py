@@ -51,11 +51,8 @@ on_forget(_EXTRACT_KEYS.clear)
 def _episode_size(objects: tuple[object, ...], _key: str) -> int:
     episode = objects[0]
     assert isinstance(episode, Episode)
-    return (
-        len(episode.body)
-        + len(episode.custom_instructions)
-        + sum(len(text) for text in episode.context)
-    )
+    size = len(episode.body) + len(episode.custom_instructions)
+    return size + sum(map(len, episode.context)) if episode.context else size
 
 
 _BY_IDENTITY: IdentityMemo[str] = IdentityMemo(65_536, max_weight=64 * 2**20, weigh=_episode_size)
