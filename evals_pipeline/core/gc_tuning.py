@@ -8,9 +8,10 @@ Measured on the replay benchmark, that was over a third of a 1,000-chunk replay,
 of loading a cassette next to a large live heap.
 
 - `gc_paused()`: no cyclic collection inside the block. For bounded, CPU-only work that creates
-  no cycles: loading a cassette, building or reading a table, scoring, and `extract_all` over a
-  local extractor (a cassette replay, the oracle). At N = 10,000 the collector's passes during
-  replay were a fifth of the benchmark's core path.
+  no cycles: loading a cassette, building or reading a table, scoring, and `run_each` (under
+  `extract_all` and `extraction_table`) over a local extractor (a cassette replay, the
+  oracle). At N = 10,000 the collector's passes during replay were a fifth of the benchmark's
+  core path.
   The pause is process-wide, across awaits too: any cyclic garbage of the block (tracebacks of
   failed replies) waits for its end, and so does that of other threads. Dagster's executors
   run one step at a time per process, so nothing else runs meanwhile.

@@ -2,8 +2,9 @@
 
 Hashing a frozen pydantic model hashes every field (a whole ontology, a whole chunk), which
 costs as much as rendering a prompt from it; identity is free. Each entry holds its objects, so
-their ids cannot be reused while the entry lives. The memo is cleared when it fills: the users
-ask again for the few objects a run is working on, not for a long tail.
+their ids cannot be reused while the entry lives. The memo is cleared when it fills (by entry
+count or, where it is weighed, by what its entries hold): the users ask again for the objects
+a step is working on, not for a long tail of earlier ones.
 """
 
 from __future__ import annotations
@@ -65,7 +66,11 @@ class IdentityMemo(Generic[V]):
 
     def put(self, objects: tuple[object, ...], value: V) -> V:
         weight = 0 if self._weigh is None else self._weigh(objects, value)
+        key = tuple(map(id, objects))
         with self._lock:
+            old = self._entries.pop(key, None)  # a replaced entry gives its weight back first
+            if old is not None and self._weigh is not None:
+                self._weight -= self._weigh(*old)
             if self.max_weight is not None and weight > self.max_weight:
                 return value
             if len(self._entries) >= self.size or (
@@ -73,10 +78,6 @@ class IdentityMemo(Generic[V]):
             ):
                 self._entries.clear()
                 self._weight = 0
-            key = tuple(map(id, objects))
-            old = self._entries.get(key)
-            if old is not None and self._weigh is not None:
-                self._weight -= self._weigh(*old)
             self._entries[key] = (objects, value)
             self._weight += weight
         return value

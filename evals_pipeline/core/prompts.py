@@ -258,9 +258,6 @@ def _system_prompts(options: ExtractOptions) -> tuple[str, str]:
 # System prompts by options object, and whole renders by (episode, options): a run renders
 # every chunk under a handful of options objects, and one extract call asks for the same render
 # several times (the extraction cache, the recorder and the replayer each derive its key).
-# Sized for a step's whole corpus: a step's guards render every chunk before its replay renders
-# them again, so a memo smaller than the corpus missed on every render past ~1,000 chunks. Its
-# bound is the text it holds, 64 Mi characters (~50,000 renders of 1,300 characters).
 _SYSTEMS_CACHE: IdentityMemo[tuple[str, str]] = IdentityMemo(64)
 
 
@@ -270,6 +267,10 @@ def _render_size(_objects: tuple[object, ...], prompts: ExtractPrompts) -> int:
     return len(prompts.entity_user) + len(before) + len(after)
 
 
+# Sized for a step's whole corpus: a step's guards render every chunk before its replay renders
+# them again, so a memo smaller than the corpus missed on every render past ~1,000 chunks.
+# Bounded by the characters of its renders, 64 Mi (~50,000 renders of 1,300; the episodes it
+# keeps alive hold about half as much again, and a character takes 1 to 4 bytes).
 _RENDERS: IdentityMemo[ExtractPrompts] = IdentityMemo(
     65_536, max_weight=64 * 2**20, weigh=_render_size
 )

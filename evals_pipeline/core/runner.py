@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from .errors import CassetteMiss, ExtractionFailed
 from .extractors.base import Extractor
@@ -64,7 +64,8 @@ async def extract_all(
         tolerate_misses=tolerate_misses,
         on_done=keep,
     )
-    return [run for run in runs if run is not None]  # all of them: run_each raised otherwise
+    assert all(run is not None for run in runs)  # run_each raised otherwise
+    return cast(list[ChunkRun], runs)
 
 
 async def run_each(

@@ -53,10 +53,13 @@ class TableRows:
     out of order), column by column: a list per column, not a dict per row."""
 
     def __init__(self, size: int) -> None:
+        self._size = size
         self._columns: dict[str, list[object]] = {name: [None] * size for name in COLUMNS}
 
     def put(self, index: int, run: ChunkRun) -> None:
         column = self._columns
+        if not 0 <= index < self._size or column["chunk"][index] is not None:
+            raise IndexError(f"row {index} of {self._size} is out of range or already filled")
         outcome = run.outcome
         stats = outcome.stats if outcome is not None else run.stats
         column["chunk"][index] = run.episode.name
@@ -88,6 +91,7 @@ class TableRows:
         column["model"][index] = outcome.model if outcome is not None else None
 
     def frame(self) -> pd.DataFrame:
+        """The table; every row must have been put."""
         if any(name is None for name in self._columns["chunk"]):
             raise ValueError("an extraction table is missing the run of some chunk")
         return pd.DataFrame(self._columns, columns=list(COLUMNS)).astype(_DTYPES)
@@ -134,7 +138,8 @@ def extraction_table(
 
     with gc_paused() if extractor.local else nullcontext():
         run_sync(run)
-        return rows.frame()
+        with gc_paused():  # the table's cells are strings and numbers: nothing for it to scan
+            return rows.frame()
 
 
 _DTYPES = {

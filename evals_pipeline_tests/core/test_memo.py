@@ -69,6 +69,8 @@ def test_a_weighed_memo_starts_over_when_its_weight_would_pass_the_bound() -> No
 def test_weight_and_bound_go_together() -> None:
     with pytest.raises(ValueError, match="together"):
         IdentityMemo(4, max_weight=10)
+    with pytest.raises(ValueError, match="together"):
+        IdentityMemo(4, weigh=lambda _objs, _v: 1)
 
 
 def test_the_render_and_key_memos_hold_a_step_of_thousands_of_chunks() -> None:
@@ -88,14 +90,22 @@ def test_the_render_and_key_memos_hold_a_step_of_thousands_of_chunks() -> None:
     forget_all()
 
 
-def test_the_render_memo_is_bounded_by_the_text_it_holds() -> None:
+def test_the_render_and_key_memos_are_bounded_by_the_text_they_hold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from evals_pipeline.core import prompts
 
     forget_all()
+    monkeypatch.setattr(prompts._RENDERS, "max_weight", 10_000)
+    monkeypatch.setattr(keys._BY_IDENTITY, "max_weight", 10_000)
     options = ExtractOptions()
-    body = "x" * (prompts._RENDERS.max_weight // 8)  # type: ignore[operator]
-    for i in range(5):  # each render holds the body twice (entity and edge prompts)
-        prompts.render_extract_prompts(Episode(name=f"big{i}", body=body), options)
-    assert len(prompts._RENDERS) < 5
-    assert prompts._RENDERS.weight <= prompts._RENDERS.max_weight  # type: ignore[operator]
+    body = "x" * 1_000
+    episodes = [Episode(name=f"big{i}", body=body, context=("y" * 500,)) for i in range(20)]
+    for episode in episodes:  # a render holds the body twice (entity and edge prompts)
+        prompts.render_extract_prompts(episode, options)
+        keys.extract_key(episode, options)
+    assert 0 < len(prompts._RENDERS) <= 10_000 // 2_000
+    assert prompts._RENDERS.weight <= 10_000
+    assert 0 < len(keys._BY_IDENTITY) <= 10_000 // 1_500  # body and context
+    assert keys._BY_IDENTITY.weight == 1_500 * len(keys._BY_IDENTITY)
     forget_all()

@@ -169,7 +169,8 @@ class _Closing:
     """An oracle that notes whether it was closed and whether the collector ran meanwhile."""
 
     def __init__(self, inner: object, *, local: bool) -> None:
-        self.inner, self.local, self.closed, self.collecting = inner, local, 0, []
+        self.inner, self.local, self.closed = inner, local, 0
+        self.collecting: list[bool] = []
         self.provider = self.model = "closing"
 
     async def extract(self, episode: Episode, options: object) -> ExtractionOutcome:
@@ -210,6 +211,7 @@ class _Reversed:
         self.inner, self.count = inner, count
         self.outcomes: list[weakref.ref[ExtractionOutcome]] = []
         self.alive: list[int] = []
+        self.finished: list[str] = []
 
     async def extract(self, episode: Episode, options: object) -> ExtractionOutcome:
         index = int(episode.name[1:])
@@ -218,6 +220,7 @@ class _Reversed:
         self.alive.append(sum(1 for ref in self.outcomes if ref() is not None))
         outcome = await self.inner.extract(episode, options)  # type: ignore[attr-defined]
         self.outcomes.append(weakref.ref(outcome))
+        self.finished.append(episode.name)
         return outcome
 
     async def aclose(self) -> None:
@@ -236,6 +239,7 @@ def test_extraction_table_rows_follow_the_chunks_whatever_order_they_finish_in()
     }
     probe = _Reversed(OracleExtractor(graphs), len(episodes))
     table = extraction_table(probe, episodes, ExtractOptions(), concurrency=6)  # type: ignore[arg-type]
+    assert probe.finished == [e.name for e in reversed(episodes)]
     assert list(table["chunk"]) == [e.name for e in episodes]
     assert [json.loads(cell)[0]["name"] for cell in table["entities"]] == [
         f"E{i}" for i in range(6)
@@ -252,7 +256,7 @@ def test_extraction_table_frees_each_run_once_it_is_tabulated() -> None:
 
     episodes = [Episode(name=f"c{i}", body="Zoë met B.") for i in range(20)]
     probe = _Reversed(OracleExtractor({e.name: ODD for e in episodes}), 0)
-    probe.local = True  # type: ignore[misc]  # one chunk after another, as a replay runs
+    probe.local = True  # one chunk after another, as a replay runs
     extraction_table(probe, episodes, ExtractOptions())  # type: ignore[arg-type]
     # Each earlier outcome was dumped to its row and freed before the next chunk began.
     assert probe.alive == [0] * 20
@@ -267,3 +271,6 @@ def test_a_table_missing_a_run_is_refused() -> None:
     rows.put(1, _ok("c2", ODD))
     with pytest.raises(ValueError, match="missing the run"):
         rows.frame()
+    for index in (1, 2, -1):  # filled already, past the end, from the end
+        with pytest.raises(IndexError, match="out of range or already filled"):
+            rows.put(index, _ok("c1", ODD))

@@ -43,18 +43,19 @@ _EXTRACT_KEYS_KEPT = 65_536
 on_forget(_EXTRACT_KEYS.clear)
 
 
-# In front of it, by the objects' identity: within one step the same episode and options objects
-# are keyed four times over (the step's key set, the cache, the recorder, the replayer), and a
-# by-value hit hashes and compares the whole episode. Sized for a step's corpus (its guards key
-# every chunk before its replay keys them again), and bounded by the text of the episodes it
-# holds alive, 64 Mi characters.
 def _episode_size(objects: tuple[object, ...], _key: str) -> int:
+    """The characters of text an entry keeps alive: its episode's."""
     episode = objects[0]
     assert isinstance(episode, Episode)
     size = len(episode.body) + len(episode.custom_instructions)
     return size + sum(map(len, episode.context)) if episode.context else size
 
 
+# In front of it, by the objects' identity: within one step the same episode and options objects
+# are keyed four times over (the step's key set, the cache, the recorder, the replayer), and a
+# by-value hit hashes and compares the whole episode. Sized for a step's corpus (its guards key
+# every chunk before its replay keys them again), and bounded by the characters of the
+# episodes it keeps alive, 64 Mi (1 to 4 bytes each).
 _BY_IDENTITY: IdentityMemo[str] = IdentityMemo(65_536, max_weight=64 * 2**20, weigh=_episode_size)
 
 

@@ -155,7 +155,9 @@ class Cassette:
     _by_key: dict[str, tuple[int, ...]] = field(default_factory=dict)
     _files: tuple[BinaryIO | None, ...] = ()  # aligned with paths; None: a missing file
     _served: dict[str, int] = field(default_factory=dict)  # consume=True: answers served
-    _serving: threading.Lock = field(default_factory=threading.Lock)  # guards `_served`
+    _serving: threading.Lock = field(  # guards `_served`
+        default_factory=threading.Lock, repr=False, compare=False
+    )
     record_count: int = 0
     # Every line that starts like the recorder's lines, `{"key":"<64 chars>",`, starts with its
     # own key (a hand-made line could repeat "key"; JSON's last value wins).

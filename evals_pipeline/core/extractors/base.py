@@ -101,7 +101,7 @@ class Extractor(ABC):
     provider: str
     model: str
     # Answers without waiting on a network (a cassette, the oracle): a run over it is bounded
-    # CPU work, which `extract_all` runs with the cyclic collector paused.
+    # CPU work, which `run_each` runs with the cyclic collector paused.
     local: bool = False
 
     @abstractmethod
