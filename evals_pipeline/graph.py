@@ -13,7 +13,7 @@ from dagster import Definitions, ExecutorDefinition, in_process_executor, multip
 
 from .assets import build_assets
 from .core.config import EvalsConfig
-from .io_managers import JsonIOManager, ParquetIOManager
+from .io_managers import DeferredParquetInputManager, JsonIOManager, ParquetIOManager
 from .resources import EvalsResource
 
 CONFIG_ENV = "EVALS_CONFIG"
@@ -40,6 +40,7 @@ def build_definitions(config: EvalsConfig) -> Definitions:
         resources={
             "evals": EvalsResource.from_config(config),
             "parquet_io": ParquetIOManager(base_dir=storage),
+            "parquet_deferred": DeferredParquetInputManager(base_dir=storage),
             "json_io": JsonIOManager(base_dir=storage),
         },
         executor=build_executor(config),

@@ -7,6 +7,7 @@ and hand a fan-in asset a dict of partition key -> value; only the file format i
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -25,6 +26,27 @@ class _ParquetIOManager(UPathIOManager):
         return pd.read_parquet(str(path), engine="pyarrow")
 
 
+@dataclass(frozen=True)
+class StoredTable:
+    """A stored table, read only when asked for."""
+
+    path: str
+
+    def read(self) -> pd.DataFrame:
+        return pd.read_parquet(self.path, engine="pyarrow")
+
+
+class _DeferredParquetInputManager(_ParquetIOManager):
+    """Hands over each stored table as a `StoredTable` instead of reading it: the judging
+    assets, which take every backend's extractions, read nothing when they have no judging to
+    do (no key: the default offline run), where each read one table per backend."""
+
+    def load_from_path(self, context: InputContext, path: UPath) -> StoredTable:
+        if not path.exists():  # missing upstream data fails here, as a read would
+            raise FileNotFoundError(f"no stored table at {path}")
+        return StoredTable(str(path))
+
+
 class _JsonIOManager(UPathIOManager):
     extension = ".json"
 
@@ -41,6 +63,15 @@ class ParquetIOManager(ConfigurableIOManagerFactory):
 
     def create_io_manager(self, context: Any) -> _ParquetIOManager:
         return _ParquetIOManager(base_path=UPath(self.base_dir))
+
+
+class DeferredParquetInputManager(ConfigurableIOManagerFactory):
+    """`ParquetIOManager`'s tables as `StoredTable`s: an input manager (`input_manager_key`)."""
+
+    base_dir: str
+
+    def create_io_manager(self, context: Any) -> _DeferredParquetInputManager:
+        return _DeferredParquetInputManager(base_path=UPath(self.base_dir))
 
 
 class JsonIOManager(ConfigurableIOManagerFactory):

@@ -160,3 +160,31 @@ def test_noise_floor_a_backend_judged_against_itself(
     assert run2["strict"]["summaries"]["f1"] == 0.0  # every summary reworded
     assert run2["judged"]["summaries"]["f1"] == 1.0  # the judge forgives the wording
     assert run2["judged"]["entities"]["f1"] == 1.0
+
+
+def test_without_a_key_the_judging_assets_read_no_stored_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """They take every backend's extraction table and the corpus, and read none of them when
+    there is no judging to do: the tables may even be unreadable. A missing one still fails."""
+    from evals_pipeline.materialize import MaterializeResult, _run
+    from evals_pipeline.partitions import extraction_key
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    config = make_config(tmp_path, BACKENDS, modes=("strict",))
+    defs = build_definitions(config)
+    with DagsterInstance.ephemeral() as instance:
+        assert materialize_all(config, instance, defs, quiet=True).success
+        storage = tmp_path / "cache" / "assets"
+        tables = [*(storage / "extractions").rglob("*.parquet"), *(storage / "corpus").glob("*")]
+        assert len(tables) == len(BACKENDS) + 1
+        for path in tables:
+            path.write_bytes(b"not a parquet file")
+        outcome = MaterializeResult()
+        for backend in BACKENDS:
+            key = str(extraction_key(backend, "strict"))
+            assert _run(defs, instance, ["judge_verdicts"], key, outcome, True), outcome
+        assert _run(defs, instance, ["pairwise_tallies"], "strict", outcome, True), outcome
+        tables[0].unlink()
+        failed = MaterializeResult()
+        assert not _run(defs, instance, ["pairwise_tallies"], "strict", failed, True)

@@ -16,6 +16,7 @@ from ..core.judge.pairwise import judge_all_pairs, pairwise_warnings
 from ..core.judge.reference import judge_against_reference, judged_scores
 from ..core.runner import run_sync
 from ..core.tables import table_results
+from ..io_managers import StoredTable
 from ..partitions import (
     ALL_BACKENDS_SAME_MODE,
     BY_MODE,
@@ -29,14 +30,20 @@ from .reports import fan_in
 VERDICT_COLUMNS = ["chunk", "axis", "tp", "fp", "fn", "error"]
 
 
-def _bodies(corpus: pd.DataFrame) -> dict[str, str]:
-    return dict(zip(corpus["name"], corpus["body"], strict=True))
+# The judging assets take their tables through the deferred input manager: without judging to
+# do they read none of them.
+DEFERRED = "parquet_deferred"
+
+
+def _bodies(corpus: StoredTable) -> dict[str, str]:
+    table = corpus.read()
+    return dict(zip(table["name"], table["body"], strict=True))
 
 
 def _results(context: AssetExecutionContext, extractions: Any) -> dict[str, Any]:
     return {
-        split_key(key)[0]: table_results(table)
-        for key, table in fan_in(context, "extractions", extractions).items()
+        split_key(key)[0]: table_results(stored.read())
+        for key, stored in fan_in(context, "extractions", extractions).items()
     }
 
 
@@ -46,8 +53,10 @@ def build_judging_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         io_manager_key="parquet_io",
         group_name="judging",
         ins={
-            "extractions": AssetIn(partition_mapping=ALL_BACKENDS_SAME_MODE),
-            "corpus": AssetIn(partition_mapping=BY_MODE),
+            "extractions": AssetIn(
+                partition_mapping=ALL_BACKENDS_SAME_MODE, input_manager_key=DEFERRED
+            ),
+            "corpus": AssetIn(partition_mapping=BY_MODE, input_manager_key=DEFERRED),
         },
     )
     def judge_verdicts(
@@ -90,8 +99,8 @@ def build_judging_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         io_manager_key="json_io",
         group_name="judging",
         ins={
-            "extractions": AssetIn(partition_mapping=BY_MODE),
-            "corpus": AssetIn(),
+            "extractions": AssetIn(partition_mapping=BY_MODE, input_manager_key=DEFERRED),
+            "corpus": AssetIn(input_manager_key=DEFERRED),
         },
     )
     def pairwise_tallies(
