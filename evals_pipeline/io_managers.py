@@ -1,7 +1,8 @@
 """Where asset values live: tables as Parquet, plans and reports as JSON, under one folder.
 
-Both build on Dagster's UPathIOManager, which already knows how to store one file per partition
-and hand a fan-in asset a dict of partition key -> value; only the file format is ours.
+Each builds on Dagster's UPathIOManager, which already knows how to store one file per
+partition and hand a fan-in asset a dict of partition key -> value; only the file format is
+ours. A third, input-only manager hands over stored tables unread (`StoredTable`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,11 @@ class StoredTable:
 class _DeferredParquetInputManager(_ParquetIOManager):
     """Hands over each stored table as a `StoredTable` instead of reading it: the judging
     assets, which take every backend's extractions, read nothing when they have no judging to
-    do (no key: the default offline run), where each read one table per backend."""
+    do (no key: the default offline run), where they had read every backend's table and the
+    corpus, 16 tables a mode with three backends."""
+
+    def dump_to_path(self, context: OutputContext, obj: pd.DataFrame, path: UPath) -> None:
+        raise NotImplementedError("parquet_deferred only loads inputs; store with parquet_io")
 
     def load_from_path(self, context: InputContext, path: UPath) -> StoredTable:
         if not path.exists():  # missing upstream data fails here, as a read would

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from dagster import DagsterInstance
+from dagster import DagsterInstance, materialize
 
 from evals_pipeline.graph import build_definitions
 from evals_pipeline.materialize import materialize_all
@@ -175,7 +175,7 @@ def test_without_a_key_the_judging_assets_read_no_stored_table(
     defs = build_definitions(config)
     with DagsterInstance.ephemeral() as instance:
         assert materialize_all(config, instance, defs, quiet=True).success
-        storage = tmp_path / "cache" / "assets"
+        storage = config.cache_dir / "assets"
         tables = [*(storage / "extractions").rglob("*.parquet"), *(storage / "corpus").glob("*")]
         assert len(tables) == len(BACKENDS) + 1
         for path in tables:
@@ -186,5 +186,43 @@ def test_without_a_key_the_judging_assets_read_no_stored_table(
             assert _run(defs, instance, ["judge_verdicts"], key, outcome, True), outcome
         assert _run(defs, instance, ["pairwise_tallies"], "strict", outcome, True), outcome
         tables[0].unlink()
-        failed = MaterializeResult()
-        assert not _run(defs, instance, ["pairwise_tallies"], "strict", failed, True)
+        result = materialize(
+            list(defs.assets or []),  # type: ignore[arg-type]
+            selection=["pairwise_tallies"],
+            partition_key="strict",
+            instance=instance,
+            resources=defs.resources,
+            raise_on_error=False,
+        )
+    assert not result.success
+    errors = []
+    for event in result.get_step_failure_events():
+        error = event.step_failure_data.error
+        while error is not None:
+            errors.append(error.message)
+            error = error.cause
+    assert any("no stored table" in message for message in errors), errors
+
+
+def test_a_judging_step_reads_only_its_backend_and_the_reference(
+    tmp_path: Path, judge_server
+) -> None:  # type: ignore[no-untyped-def]
+    from evals_pipeline.materialize import MaterializeResult, _run
+    from evals_pipeline.partitions import extraction_key
+
+    config = make_config(
+        tmp_path,
+        BACKENDS,
+        modes=("strict",),
+        judge={"mode": "reference", "cache": tmp_path / "judge_cache.jsonl"},
+    )
+    defs = build_definitions(config)
+    with DagsterInstance.ephemeral() as instance:
+        assert materialize_all(config, instance, defs, quiet=True).success
+        sloppy = config.cache_dir / "assets" / "extractions" / "sloppy" / "strict.parquet"
+        assert sloppy.is_file()
+        sloppy.write_bytes(b"not a parquet file")
+        outcome = MaterializeResult()
+        key = str(extraction_key("rules", "strict"))
+        assert _run(defs, instance, ["judge_verdicts"], key, outcome, True), outcome
+    assert outcome.judge_cache_hits > 0 and outcome.judge_calls == 0

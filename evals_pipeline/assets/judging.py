@@ -40,10 +40,18 @@ def _bodies(corpus: StoredTable) -> dict[str, str]:
     return dict(zip(table["name"], table["body"], strict=True))
 
 
-def _results(context: AssetExecutionContext, extractions: Any) -> dict[str, Any]:
+def _results(
+    context: AssetExecutionContext, extractions: Any, only: set[str] | None = None
+) -> dict[str, Any]:
+    """Backend -> its parsed extractions, reading only the tables of `only` if given."""
+    stored = {
+        split_key(key)[0]: table
+        for key, table in fan_in(context, "extractions", extractions).items()
+    }
     return {
-        split_key(key)[0]: table_results(stored.read())
-        for key, stored in fan_in(context, "extractions", extractions).items()
+        backend: table_results(table.read())
+        for backend, table in stored.items()
+        if only is None or backend in only
     }
 
 
@@ -73,7 +81,7 @@ def build_judging_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             return Output(empty, metadata={"status": "reference backend"})
         if client is None:
             return Output(empty, metadata={"status": "skipped: ANTHROPIC_API_KEY is not set"})
-        results = _results(context, extractions)
+        results = _results(context, extractions, only={backend, cfg.reference})
 
         async def run() -> list[Any]:
             try:
