@@ -16,6 +16,11 @@ from dagster import ConfigurableIOManagerFactory, InputContext, OutputContext, U
 from upath import UPath
 
 
+def read_table(path: str) -> pd.DataFrame:
+    """A stored table, as every reader of one reads it."""
+    return pd.read_parquet(path, engine="pyarrow")
+
+
 class _ParquetIOManager(UPathIOManager):
     extension = ".parquet"
 
@@ -24,7 +29,7 @@ class _ParquetIOManager(UPathIOManager):
         obj.to_parquet(str(path), engine="pyarrow", index=False)
 
     def load_from_path(self, context: InputContext, path: UPath) -> pd.DataFrame:
-        return pd.read_parquet(str(path), engine="pyarrow")
+        return read_table(str(path))
 
 
 @dataclass(frozen=True)
@@ -34,7 +39,7 @@ class StoredTable:
     path: str
 
     def read(self) -> pd.DataFrame:
-        return pd.read_parquet(self.path, engine="pyarrow")
+        return read_table(self.path)
 
 
 class _DeferredParquetInputManager(_ParquetIOManager):
