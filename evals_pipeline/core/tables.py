@@ -90,6 +90,7 @@ class TableRows:
         column["provider"][index] = outcome.provider if outcome is not None else None
         column["model"][index] = outcome.model if outcome is not None else None
 
+    @gc_paused()  # the table's cells are strings and numbers: nothing for the collector
     def frame(self) -> pd.DataFrame:
         """The table; every row must have been put."""
         if any(name is None for name in self._columns["chunk"]):
@@ -138,8 +139,7 @@ def extraction_table(
 
     with gc_paused() if extractor.local else nullcontext():
         run_sync(run)
-        with gc_paused():  # the table's cells are strings and numbers: nothing for it to scan
-            return rows.frame()
+    return rows.frame()
 
 
 _DTYPES = {
