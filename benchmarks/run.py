@@ -485,8 +485,11 @@ def native_work(paths: Sequence[Path]) -> int:
     the models it builds, tables, keys, summaries); the floor is what this costs beyond it."""
     served = 0
     for path in paths:
+        lines = []
         with path.open("rb") as handle:
-            lines = [line for line in handle if ReplayRecord.model_validate_json(line)]
+            for line in handle:  # as loading does: every line validated, none kept parsed
+                ReplayRecord.model_validate_json(line)
+                lines.append(line)
         for line in lines:
             stages = ReplayRecord.model_validate_json(line).response.transcript
             entities, _ = parse_structured(stages[0].attempts[-1].text, EntitiesReply)
