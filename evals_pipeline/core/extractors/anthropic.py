@@ -1,11 +1,14 @@
 """The hosted baseline: Anthropic's Messages API through the official SDK.
 
-Retries (429/5xx/529 with Retry-After, timeouts, resets) are the SDK's own, bounded by
-`max_retries`. `base_url` (or EVALS_ANTHROPIC_BASE_URL) points it at a test server.
+Retries (429/5xx/529 with Retry-After, timeouts, resets) follow `retries.py`, bounded by
+`max_retries` and `max_backoff_s`; the SDK's own are off (it would wait out any Retry-After).
+`base_url` (or EVALS_ANTHROPIC_BASE_URL) points it at a test server. `messages_call` is shared
+with the judge.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from typing import TYPE_CHECKING
@@ -13,6 +16,7 @@ from typing import TYPE_CHECKING
 from ..errors import ConfigError, MalformedReply, TransportError
 from ..models import Attempt, ChatRequest
 from .base import LoopBound, Reply
+from .retries import RETRYABLE_STATUS, Retryable, retry_after_seconds, with_retries
 
 if TYPE_CHECKING:
     import anthropic
@@ -20,6 +24,104 @@ if TYPE_CHECKING:
 DEFAULT_MODEL = "claude-sonnet-4-6"
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 BASE_URL_ENV = "EVALS_ANTHROPIC_BASE_URL"
+
+
+def new_client(key: str, base_url: str | None, timeout_s: float) -> anthropic.AsyncAnthropic:
+    """An SDK client that makes one attempt per call: `messages_call` does the retrying."""
+    import anthropic  # on first use: importing the SDK costs ~1.5 s, most runs never call it
+
+    return anthropic.AsyncAnthropic(
+        api_key=key, base_url=base_url, timeout=timeout_s, max_retries=0
+    )
+
+
+async def messages_call(
+    client: anthropic.AsyncAnthropic,
+    *,
+    label: str,
+    model: str,
+    system: str,
+    user: str,
+    max_tokens: int,
+    timeout_s: float,
+    max_retries: int,
+    backoff_s: float = 0.5,
+    max_backoff_s: float = 8.0,
+) -> tuple[Attempt, str]:
+    """One Messages call with bounded retries: the reply as an Attempt, and its raw body.
+
+    Every failure is typed: TransportError (HTTP status, connection, timeout, after the
+    retries) or MalformedReply (a 200 whose body is not a Message). `timeout_s` bounds each
+    attempt as a whole, not only each read. Messages name `label`, never the key.
+    """
+    import anthropic  # loaded by new_client already; this binds the name here
+
+    async def once() -> tuple[Attempt, str]:
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(timeout_s):
+                raw = await client.messages.with_raw_response.create(
+                    model=model,
+                    max_tokens=max_tokens,
+                    system=system,
+                    messages=[{"role": "user", "content": user}],
+                )
+                body = await raw.text()
+        except anthropic.APIStatusError as exc:
+            error = TransportError(
+                f"{label} HTTP {exc.status_code}", status=exc.status_code, body=exc.response.text
+            )
+            if exc.status_code in RETRYABLE_STATUS:
+                raise Retryable(error, retry_after_seconds(exc.response.headers)) from exc
+            raise error from None
+        except (anthropic.APITimeoutError, TimeoutError) as exc:
+            raise Retryable(TransportError(f"{label} timeout")) from exc
+        except anthropic.APIConnectionError as exc:
+            # Described by the type of what failed: the SDK's causes carry the request.
+            cause = type(exc.__cause__).__name__ if exc.__cause__ is not None else "no detail"
+            raise Retryable(TransportError(f"{label} connection failed: {cause}")) from exc
+        except anthropic.APIResponseValidationError as exc:
+            raise MalformedReply(
+                f"{label} reply failed validation: {exc}", body=str(exc.body)
+            ) from exc
+        latency_ms = (time.perf_counter() - started) * 1000.0
+        return await _message_attempt(raw, body, label, max_tokens, latency_ms), body
+
+    return await with_retries(
+        once, max_retries=max_retries, backoff_s=backoff_s, max_backoff_s=max_backoff_s
+    )
+
+
+async def _message_attempt(
+    raw: anthropic.AsyncAPIResponse[anthropic.types.Message],
+    body: str,
+    label: str,
+    max_tokens: int,
+    latency_ms: float,
+) -> Attempt:
+    import anthropic
+
+    try:
+        message = await raw.parse()
+    except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested too deep
+        raise MalformedReply(f"{label} body is not JSON: {exc!r}", body=body) from exc
+    if not isinstance(message, anthropic.types.Message):
+        raise MalformedReply(f"{label} body is not a Message", body=body)
+    # The SDK builds the Message without validating it, so a JSON body of the wrong shape
+    # (no content, no usage) only fails here, and must still become a failure record.
+    try:
+        text = "".join(block.text for block in message.content if block.type == "text")
+        return Attempt(
+            text=text,
+            finish_reason=message.stop_reason,
+            truncated=message.stop_reason == "max_tokens",
+            input_tokens=message.usage.input_tokens,
+            output_tokens=message.usage.output_tokens,
+            max_tokens=max_tokens,
+            latency_ms=latency_ms,
+        )
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise MalformedReply(f"{label} body is not a Message: {exc!r}", body=body) from exc
 
 
 class AnthropicTransport:
@@ -31,6 +133,8 @@ class AnthropicTransport:
         base_url: str | None = None,
         timeout_s: float = 120.0,
         max_retries: int = 2,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 8.0,
     ) -> None:
         key = api_key or os.environ.get(API_KEY_ENV)
         if not key:
@@ -41,62 +145,23 @@ class AnthropicTransport:
         self._base_url = base_url or os.environ.get(BASE_URL_ENV) or None
         self._timeout_s = timeout_s
         self._max_retries = max_retries
-        self._clients = LoopBound(self._new_client)
-
-    def _new_client(self) -> anthropic.AsyncAnthropic:
-        import anthropic  # on first use: importing the SDK costs ~1.5 s, most runs never call it
-
-        return anthropic.AsyncAnthropic(
-            api_key=self._key,
-            base_url=self._base_url,
-            timeout=self._timeout_s,
-            max_retries=self._max_retries,
-        )
+        self._backoff_s = backoff_s
+        self._max_backoff_s = max_backoff_s
+        self._clients = LoopBound(lambda: new_client(self._key, self._base_url, self._timeout_s))
 
     async def complete(self, request: ChatRequest) -> Reply:
-        import anthropic  # loaded by _new_client already; this binds the name here
-
-        started = time.perf_counter()
-        try:
-            raw = await self._clients.get().messages.with_raw_response.create(
-                model=self.model,
-                max_tokens=request.max_tokens,
-                system=request.system,
-                messages=[{"role": "user", "content": request.user}],
-            )
-        except anthropic.APIStatusError as exc:
-            raise TransportError(
-                f"anthropic HTTP {exc.status_code}", status=exc.status_code, body=exc.response.text
-            ) from exc
-        except anthropic.APIConnectionError as exc:  # includes APITimeoutError
-            raise TransportError(f"anthropic connection failed: {exc!r}") from exc
-        except anthropic.APIResponseValidationError as exc:
-            raise MalformedReply(
-                f"anthropic reply failed validation: {exc}", body=str(exc.body)
-            ) from exc
-        body = await raw.text()
-        latency_ms = (time.perf_counter() - started) * 1000.0
-        try:
-            message = await raw.parse()
-        except ValueError as exc:
-            raise MalformedReply(f"anthropic body is not JSON: {exc!r}", body=body) from exc
-        if not isinstance(message, anthropic.types.Message):
-            raise MalformedReply("anthropic body is not a Message", body=body)
-        # The SDK builds the Message without validating it, so a JSON body of the wrong shape
-        # (no content, no usage) only fails here, and must still become a failure record.
-        try:
-            text = "".join(block.text for block in message.content if block.type == "text")
-            attempt = Attempt(
-                text=text,
-                finish_reason=message.stop_reason,
-                truncated=message.stop_reason == "max_tokens",
-                input_tokens=message.usage.input_tokens,
-                output_tokens=message.usage.output_tokens,
-                max_tokens=request.max_tokens,
-                latency_ms=latency_ms,
-            )
-        except (AttributeError, TypeError, ValueError) as exc:
-            raise MalformedReply(f"anthropic body is not a Message: {exc!r}", body=body) from exc
+        attempt, body = await messages_call(
+            self._clients.get(),
+            label="anthropic",
+            model=self.model,
+            system=request.system,
+            user=request.user,
+            max_tokens=request.max_tokens,
+            timeout_s=self._timeout_s,
+            max_retries=self._max_retries,
+            backoff_s=self._backoff_s,
+            max_backoff_s=self._max_backoff_s,
+        )
         return Reply(attempt=attempt, raw_body=body)
 
     async def aclose(self) -> None:

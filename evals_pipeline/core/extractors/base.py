@@ -198,7 +198,8 @@ def _failure(
     return FailureRecord(
         ts_ms=int(time.time() * 1000),
         model=transport.model,
-        call_type="edges" if request.stage == "edges" else "entities",
+        # The claims call has its own failure path (ClaimCallFailed) and never gets here.
+        call_type=request.stage if request.stage != "claims" else "entities",
         chunk_key=chunk_key,
         classification=classification,  # type: ignore[arg-type]
         raw_body=raw_body,

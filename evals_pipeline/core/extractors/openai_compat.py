@@ -6,55 +6,27 @@ backend, so a new local model needs a spec string, not code.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
 import ssl
 import time
 import urllib.request
-from email.utils import parsedate_to_datetime
-from typing import Any
 
 import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from ..errors import MalformedReply, TransportError
 from ..models import Attempt, ChatRequest
 from .base import LoopBound, Reply
+from .retries import RETRYABLE_STATUS, Retryable, retry_after_seconds, with_retries
 
-RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 API_KEY_ENV = "EVALS_OAI_API_KEY"
 
 # Connections per event loop: httpx's default cap.
 MAX_CONNECTIONS = 100
-
-
-class _Retryable(Exception):
-    def __init__(self, error: TransportError, retry_after: float | None) -> None:
-        self.error = error
-        self.retry_after = retry_after
-
-
-def _retry_after_seconds(headers: httpx.Headers) -> float | None:
-    """Retry-After as seconds: `retry-after-ms`, then seconds, then an HTTP date."""
-    if (ms := headers.get("retry-after-ms")) is not None:
-        try:
-            return float(ms) / 1000.0
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    try:
-        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError):
-        return None
 
 
 # A URL in an error message, split so its user info and query string (where a key can hide) can
@@ -62,8 +34,22 @@ def _retry_after_seconds(headers: httpx.Headers) -> float | None:
 _URL_IN_TEXT = re.compile(r"(\w[\w+.-]*://)(?:[^/\s@'\"]*@)?([^\s?#'\"]*)(?:[?#][^\s'\")]*)?")
 
 
+# aiohttp's ConnectionKey (in a connection error's repr) carries the proxy's credentials.
+_BASIC_AUTH_IN_TEXT = re.compile(r"BasicAuth\([^)]*\)")
+
+
 def _without_url_secrets(text: str) -> str:
-    return _URL_IN_TEXT.sub(r"\1\2", text)
+    return _BASIC_AUTH_IN_TEXT.sub("BasicAuth(...)", _URL_IN_TEXT.sub(r"\1\2", text))
+
+
+def _without_secrets(text: str, secrets: tuple[str, ...]) -> str:
+    """`text` with URL credentials and query strings, Basic auth objects, and each known secret
+    (the API key, a URL's or a proxy's password) removed, wherever they appear."""
+    text = _without_url_secrets(text)
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
 
 
 def _environment_proxy(url: httpx.URL) -> httpx.Proxy | None:
@@ -80,7 +66,9 @@ def _environment_proxy(url: httpx.URL) -> httpx.Proxy | None:
     return httpx.Proxy(proxy)
 
 
-def _transport_failure(provider: str, exc: Exception) -> TransportError:
+def _transport_failure(
+    provider: str, exc: Exception, secrets: tuple[str, ...] = (), socket: str | None = None
+) -> TransportError:
     """A typed error naming what failed: a timeout, or the connection (reset, short body,
     refused, a response that is not HTTP), with no URL secret or header in its message.
 
@@ -88,18 +76,26 @@ def _transport_failure(provider: str, exc: Exception) -> TransportError:
     (a short body to `ReadError`, a read timeout to `ReadTimeout`) and chains the original,
     which says what it was; a malformed response (`ClientResponseError`) comes through
     unmapped. Its repr would show the request's headers, so it is described by status and
-    message only.
+    message only, and a failed connection by where it went and the OS error: its repr would
+    show the proxy's credentials. `secrets` are removed from whatever is left; `socket` is the
+    Unix socket's path, for a connection to it that failed.
     """
     cause = exc.__cause__ if isinstance(exc, httpx.TransportError) else exc
     shown: str
     if isinstance(cause, aiohttp.ClientResponseError):
         timed_out, shown = False, f"{type(cause).__name__}({cause.status}, {cause.message!r})"
+    elif isinstance(cause, aiohttp.ClientConnectorError):
+        timed_out = False
+        where = f"socket {socket}" if socket else f"{cause.host}:{cause.port}"
+        shown = f"{type(cause).__name__}({where}, {cause.os_error!r})"
     elif isinstance(cause, aiohttp.ClientError):
         timed_out, shown = isinstance(cause, TimeoutError), repr(cause)
+    elif isinstance(exc, httpx.DecodingError):  # e.g. a body that is not the gzip it claims
+        timed_out, shown = False, f"DecodingError({exc})"
     else:
-        timed_out, shown = isinstance(exc, httpx.TimeoutException), repr(exc)
+        timed_out, shown = isinstance(exc, httpx.TimeoutException | TimeoutError), repr(exc)
     kind = "timeout" if timed_out else "transport error"
-    return TransportError(f"{provider} {kind}: {_without_url_secrets(shown)}")
+    return TransportError(f"{provider} {kind}: {_without_secrets(shown, secrets)}")
 
 
 class OpenAICompatTransport:
@@ -138,6 +134,11 @@ class OpenAICompatTransport:
         key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
         self._headers = {"authorization": f"Bearer {key}"} if key else {}
         self._ssl: ssl.SSLContext | None = None
+        self._proxy = None if uds_path else _environment_proxy(self._url)
+        # What no error message may show: the key, the URL's password, the proxy's credentials.
+        proxy_auth = (self._proxy.raw_auth if self._proxy else None) or ()
+        secrets = (key, parsed.password, *(part.decode("latin-1") for part in proxy_auth))
+        self._secrets = tuple(secret for secret in secrets if secret)
         self._clients = LoopBound(self._new_client)
 
     def _new_client(self) -> httpx.AsyncClient:
@@ -160,33 +161,20 @@ class OpenAICompatTransport:
                 uds=self._uds_path,
                 verify=self._ssl,
                 limits=limits,
-                proxy=None if self._uds_path else _environment_proxy(self._url),
+                proxy=self._proxy,
             ),
             headers=self._headers,
             auth=self._auth,
             timeout=httpx.Timeout(self._timeout_s),
         )
 
-    def _wait(self, retry_state: Any) -> float:
-        exc = retry_state.outcome.exception() if retry_state.outcome else None
-        if isinstance(exc, _Retryable) and exc.retry_after is not None:
-            return min(exc.retry_after, self._max_backoff_s)
-        return min(self._backoff_s * 2 ** (retry_state.attempt_number - 1), self._max_backoff_s)
-
     async def complete(self, request: ChatRequest) -> Reply:
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(self._max_retries + 1),
-            wait=self._wait,
-            retry=retry_if_exception(lambda e: isinstance(e, _Retryable)),
-            reraise=True,
+        return await with_retries(
+            lambda: self._send_once(request),
+            max_retries=self._max_retries,
+            backoff_s=self._backoff_s,
+            max_backoff_s=self._max_backoff_s,
         )
-        try:
-            async for attempt in retrying:
-                with attempt:
-                    return await self._send_once(request)
-        except _Retryable as exc:
-            raise exc.error from None
-        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _send_once(self, request: ChatRequest) -> Reply:
         payload = {
@@ -200,9 +188,13 @@ class OpenAICompatTransport:
         }
         started = time.perf_counter()
         try:
-            response = await self._clients.get().post(self._url, json=payload)
-        except (httpx.TransportError, aiohttp.ClientError) as exc:
-            raise _Retryable(_transport_failure(self.provider, exc), None) from exc
+            # httpx's timeout bounds each read; this bounds the whole exchange (a server that
+            # trickles its body a byte at a time would otherwise hold the call open).
+            async with asyncio.timeout(self._timeout_s):
+                response = await self._clients.get().post(self._url, json=payload)
+        except (httpx.RequestError, aiohttp.ClientError, TimeoutError) as exc:
+            failure = _transport_failure(self.provider, exc, self._secrets, self._uds_path)
+            raise Retryable(failure) from exc
         latency_ms = (time.perf_counter() - started) * 1000.0
         body = response.text
         if response.status_code != 200:
@@ -212,7 +204,7 @@ class OpenAICompatTransport:
                 body=body,
             )
             if response.status_code in RETRYABLE_STATUS:
-                raise _Retryable(error, _retry_after_seconds(response.headers))
+                raise Retryable(error, retry_after_seconds(response.headers))
             raise error
         return Reply(attempt=self._attempt(body, request, latency_ms), raw_body=body)
 
@@ -233,7 +225,15 @@ class OpenAICompatTransport:
                 max_tokens=request.max_tokens,
                 latency_ms=latency_ms,
             )
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        except (
+            ValueError,
+            KeyError,
+            IndexError,
+            TypeError,
+            AttributeError,
+            OverflowError,  # a usage count of 1e400
+            RecursionError,  # JSON nested deeper than the parser goes
+        ) as exc:
             raise MalformedReply(
                 f"{self.provider} returned a body that is not a chat completion: {exc!r}", body=body
             ) from exc

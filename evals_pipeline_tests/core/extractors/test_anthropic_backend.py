@@ -1,12 +1,14 @@
 """The Anthropic backend end to end: the official SDK over a real 127.0.0.1 socket.
 
 Every test scripts a LoopbackLLMServer speaking the Messages API, points `AnthropicTransport` at
-it and runs the shared extraction flow, so the SDK's own retries, timeouts and parsing run
-unmodified. Error replies carry `retry-after: 0.01` so the SDK's retries stay fast.
+it and runs the shared extraction flow, so the SDK's timeouts and parsing run unmodified (its
+retries are off: the transport's own, in `retries.py`, are bounded). Error replies carry
+`retry-after: 0.01` so the retries stay fast.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import re
@@ -268,7 +270,7 @@ def test_truncation_exhausted_on_edges_keeps_entities(server: LoopbackLLMServer)
     assert [r.max_tokens for r in server.requests] == [100, 60, 120]
 
 
-# -- HTTP failures and the SDK's retries ---------------------------------------------------------
+# -- HTTP failures and retries -----------------------------------------------------------------
 
 
 @pytest.mark.parametrize("status", [429, 529])
@@ -325,6 +327,32 @@ def test_timeout_is_http_error_after_bounded_attempts(server: LoopbackLLMServer)
     assert failure.call_type == "entities"
     assert failure.finish_reason is None
     assert len(server.requests) == 2  # max_retries + 1
+
+
+def test_a_retry_after_of_an_hour_waits_only_the_cap(server: LoopbackLLMServer) -> None:
+    # The SDK's own retries would sleep for whatever Retry-After says, up to ~50 days.
+    server.enqueue(anthropic_error(529, retry_after=3600), _msg(ENTITIES), _msg(EDGES))
+    extractor = _extractor(server, max_backoff_s=0.05)
+
+    async def go() -> ExtractionOutcome:
+        try:
+            return await asyncio.wait_for(extractor.extract(EPISODE, OPTIONS), 20.0)
+        finally:
+            await extractor.aclose()
+
+    outcome = run_sync(go)
+    assert outcome.stats.requests == 2
+    assert server.requests[1].received_at - server.requests[0].received_at < 1.0
+
+
+@pytest.mark.parametrize(
+    "body", [b"[" * 100_000 + b"]" * 100_000, b'{"content": null, "usage": null}']
+)
+def test_a_broken_200_reply_is_malformed(server: LoopbackLLMServer, body: bytes) -> None:
+    server.enqueue(Reply(raw=body))
+    failure = _failure(_extractor(server, max_retries=0)).failure
+    assert isinstance(failure, FailureRecord)
+    assert failure.classification == "malformed"
 
 
 # -- ontology regimes ---------------------------------------------------------------------------

@@ -7,6 +7,7 @@ bodies are real socket events, not mocks.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import dataclasses
@@ -18,7 +19,8 @@ import socket
 import ssl
 import tempfile
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,8 @@ import aiohttp
 import httpx
 import pytest
 
+from evals_pipeline.core.cassettes.record import RecordingExtractor
+from evals_pipeline.core.cassettes.sidecar import sidecar_path
 from evals_pipeline.core.errors import ExtractionFailed
 from evals_pipeline.core.extractors.base import Extractor, TransportExtractor
 from evals_pipeline.core.extractors.openai_compat import OpenAICompatTransport, _transport_failure
@@ -585,8 +589,8 @@ def test_only_an_https_backend_loads_a_verifying_tls_context(scheme: str, verifi
 
 
 @contextlib.contextmanager
-def _not_http_server() -> Iterator[str]:
-    """A TCP server that answers every request with a line that is not HTTP, then closes."""
+def _raw_server(answer: Callable[[socket.socket, bytes], None]) -> Iterator[str]:
+    """A TCP server that reads each request's head and lets `answer(conn, head)` reply."""
     listener = socket.create_server(("127.0.0.1", 0))
     stop = threading.Event()
 
@@ -599,10 +603,11 @@ def _not_http_server() -> Iterator[str]:
                 continue
             with conn:
                 conn.settimeout(1.0)
-                data = b""
-                while b"\r\n\r\n" not in data and (chunk := conn.recv(65536)):
-                    data += chunk
-                conn.sendall(b"HELLO WORLD\r\n\r\n")
+                head = b""
+                while b"\r\n\r\n" not in head and (chunk := conn.recv(65536)):
+                    head += chunk
+                with contextlib.suppress(OSError):  # the client may give up first
+                    answer(conn, head)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
@@ -612,6 +617,11 @@ def _not_http_server() -> Iterator[str]:
         stop.set()
         thread.join()
         listener.close()
+
+
+def _not_http_server() -> contextlib.AbstractContextManager[str]:
+    """Answers every request with a line that is not HTTP, then closes."""
+    return _raw_server(lambda conn, _head: conn.sendall(b"HELLO WORLD\r\n\r\n"))
 
 
 def test_a_reply_that_is_not_http_is_a_transport_error_without_secrets() -> None:
@@ -678,3 +688,125 @@ def test_no_proxy_exempts_a_host(uds_dir: Path, monkeypatch: pytest.MonkeyPatch)
         srv.stop()
     assert outcome.result.entities
     assert [r.path for r in srv.requests] == ["/v1/chat/completions"] * 2
+
+
+# -- faults found by review: each once escaped the typed-error contract ----------------------
+
+
+def _run_bounded(extractor: Extractor, seconds: float = 20.0) -> ExtractionOutcome:
+    """`_extract`, failing (not hanging) if the call does not end within `seconds`."""
+
+    async def go() -> ExtractionOutcome:
+        try:
+            return await asyncio.wait_for(extractor.extract(EPISODE, OPTIONS), seconds)
+        finally:
+            await extractor.aclose()
+
+    return run_sync(go)
+
+
+@pytest.mark.parametrize("header", ["retry-after", "retry-after-ms"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-5"])
+def test_a_retry_after_that_is_no_time_waits_the_backoff(
+    server: LoopbackLLMServer, header: str, value: str
+) -> None:
+    # float("nan") parses, min(nan, cap) is nan, and asyncio.sleep(nan) never returns.
+    server.enqueue(
+        openai_error(429, headers={header: value}), _completion(ENTITIES), _completion(EDGES)
+    )
+    outcome = _run_bounded(_extractor(server, backoff_s=0.01, max_backoff_s=0.05))
+    assert outcome.stats.requests == 2
+    assert len(server.requests) == 3
+
+
+def test_a_proxy_password_never_reaches_an_error_or_the_sidecar(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """aiohttp's connection errors carry a ConnectionKey whose repr shows the proxy's
+    credentials: a proxy that accepts CONNECT and then speaks no TLS fails the handshake."""
+    _clear_proxy_env(monkeypatch)
+    secret = "proxy-pw-7f3a"
+
+    def tunnel_without_tls(conn: socket.socket, _head: bytes) -> None:
+        conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\nthis is not TLS\r\n\r\n")
+
+    with _raw_server(tunnel_without_tls) as proxy:
+        monkeypatch.setenv("HTTPS_PROXY", proxy.replace("http://", f"http://agent:{secret}@"))
+        transport = OpenAICompatTransport(
+            url="https://models.example.invalid/v1/chat/completions", max_retries=0
+        )
+        recorder = RecordingExtractor(TransportExtractor(transport), tmp_path / "c.jsonl")
+        err = _failure(recorder)
+    failure = err.failure
+    assert isinstance(failure, FailureRecord)
+    assert failure.classification == "http_error"
+    assert failure.raw_body.startswith("oai-http transport error: ClientConnector")
+    sidecar = sidecar_path(tmp_path / "c.jsonl").read_text()
+    assert sidecar  # the failure was recorded ...
+    for text in (failure.raw_body, str(err), sidecar, repr(err.__cause__)):
+        assert secret not in text  # ... without the password
+
+
+def test_the_whole_exchange_is_bounded_by_the_timeout() -> None:
+    """httpx's timeout bounds each read: a server sending its body a byte at a time, each
+    within the timeout, would hold the call open for as long as it liked."""
+    body = json.dumps(
+        {"choices": [{"message": {"content": "{}"}, "finish_reason": "stop"}]}
+    ).encode()
+
+    def trickle(conn: socket.socket, _head: bytes) -> None:
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+            + f"content-length: {len(body)}\r\n\r\n".encode()
+        )
+        for byte in body:
+            conn.sendall(bytes([byte]))
+            time.sleep(0.05)  # ~3 s in all, each byte well within the 0.5 s timeout
+
+    with _raw_server(trickle) as base:
+        transport = OpenAICompatTransport(
+            url=f"{base}/v1/chat/completions", max_retries=0, timeout_s=0.5
+        )
+        started = time.perf_counter()
+        failure = _failure(TransportExtractor(transport)).failure
+        elapsed = time.perf_counter() - started
+    assert isinstance(failure, FailureRecord)
+    assert failure.raw_body.startswith("oai-http timeout: ")
+    assert elapsed < 2.0
+
+
+@pytest.mark.parametrize(
+    ("name", "reply"),
+    [
+        (
+            "a body that is not the gzip it says",
+            Reply(raw=b"not gzip", headers={"content-encoding": "gzip"}),
+        ),
+        (
+            "a usage count past a float",
+            Reply(
+                raw=b'{"choices": [{"message": {"content": "{}"}}], '
+                b'"usage": {"prompt_tokens": 1e400}}'
+            ),
+        ),
+        ("JSON nested past the parser", Reply(raw=b"[" * 100_000 + b"]" * 100_000)),
+    ],
+)
+def test_a_broken_200_reply_is_one_typed_failure(
+    server: LoopbackLLMServer, name: str, reply: Reply
+) -> None:
+    server.enqueue(reply)
+    failure = _failure(_extractor(server, max_retries=0)).failure
+    assert isinstance(failure, FailureRecord), name
+    assert failure.classification in {"http_error", "malformed"}
+
+
+def test_a_missing_unix_socket_is_named(uds_dir: Path) -> None:
+    socket_path = uds_dir / "nobody-listens.sock"
+    transport = OpenAICompatTransport(
+        url="http://localhost/v1/chat/completions", uds_path=str(socket_path), max_retries=0
+    )
+    failure = _failure(TransportExtractor(transport)).failure
+    assert isinstance(failure, FailureRecord)
+    assert f"socket {socket_path}" in failure.raw_body
+    assert "FileNotFoundError" in failure.raw_body

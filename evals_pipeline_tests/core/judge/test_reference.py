@@ -16,7 +16,7 @@ from evals_pipeline.core.runner import run_sync
 from evals_pipeline.core.scoring.strict import score_against_reference
 from evals_pipeline_tests.conftest import TEST_API_KEY
 from evals_pipeline_tests.support import scripted_judge
-from evals_pipeline_tests.support.llm_servers import LoopbackLLMServer, anthropic_message
+from evals_pipeline_tests.support.llm_servers import LoopbackLLMServer, Reply, anthropic_message
 
 REFERENCE = ExtractionResult(
     entities=(
@@ -100,3 +100,29 @@ def test_cache_families_never_collide_and_corruption_names_the_line(tmp_path: Pa
     with pytest.raises(JudgeCacheCorrupt) as err:
         JudgeCache(tmp_path / "j.jsonl")
     assert err.value.line == 2 and "j.jsonl:2" in str(err.value)
+
+
+@pytest.mark.parametrize("stop_reason", ["max_tokens", "refusal"])
+def test_a_cut_off_or_refused_verdict_is_a_judge_error_and_never_cached(
+    tmp_path: Path, stop_reason: str
+) -> None:
+    cut = anthropic_message('{"matches": [[1, 1], [2,', stop_reason=stop_reason)
+    with LoopbackLLMServer("anthropic") as server:
+        server.enqueue(*[cut] * 3)
+        verdicts, client = judge(server, tmp_path / "j.jsonl", REWORDED)
+        scores = judged_scores(verdicts)
+        assert all(scores[axis]["judge_errors"] == 1 for axis in scores)
+        assert len(client.cache) == 0
+        # Asked again next run, not read back from the cache as a malformed verdict.
+        server.enqueue(*[cut] * 3)
+        _again, client = judge(server, tmp_path / "j.jsonl", REWORDED)
+        assert client.calls == 3 and len(server.requests) == 6
+
+
+@pytest.mark.parametrize("body", [b"{}", b'{"type": "message", "content": null}', b"<html>"])
+def test_a_reply_that_is_not_a_message_is_a_judge_error(tmp_path: Path, body: bytes) -> None:
+    with LoopbackLLMServer("anthropic") as server:
+        server.enqueue(*[Reply(raw=body)] * 3)
+        verdicts, _ = judge(server, tmp_path / "j.jsonl", REWORDED)
+    scores = judged_scores(verdicts)
+    assert all(scores[axis]["judge_errors"] == 1 for axis in scores)

@@ -1,0 +1,90 @@
+"""Bounded retries for the live transports (OpenAI-compatible, Anthropic, the judge).
+
+One policy for every provider: 408/409/429/5xx/529, timeouts, resets and short bodies are tried
+again at most `max_retries` times; the wait honours Retry-After but never passes `max_backoff_s`
+(a server asking for a day, or for `nan`, gets the cap or the backoff), else it doubles from
+`backoff_s`. The anthropic SDK's own retries are turned off for this: it honours any
+Retry-After up to ~50 days.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from email.utils import parsedate_to_datetime
+from typing import Any, TypeVar
+
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
+
+from ..errors import EvalsError
+
+T = TypeVar("T")
+
+RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+
+
+class Retryable(Exception):
+    """Raised by one attempt that may be tried again; `error` is what the caller sees if not."""
+
+    def __init__(self, error: EvalsError, retry_after: float | None = None) -> None:
+        self.error = error
+        self.retry_after = retry_after
+
+
+def _seconds(text: str, scale: float = 1.0) -> float | None:
+    """A finite, non-negative number of seconds, or None (`nan` would make the wait endless)."""
+    try:
+        value = float(text) * scale
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """Retry-After as seconds: `retry-after-ms`, then seconds, then an HTTP date. A value that
+    is not a finite, non-negative time is ignored (the backoff applies)."""
+    ms = headers.get("retry-after-ms")
+    if ms is not None and (seconds := _seconds(ms, 0.001)) is not None:
+        return seconds
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    if (seconds := _seconds(value)) is not None:
+        return seconds
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+async def with_retries(
+    attempt: Callable[[], Awaitable[T]],
+    *,
+    max_retries: int,
+    backoff_s: float,
+    max_backoff_s: float,
+) -> T:
+    """`attempt()` until it returns, raises something other than Retryable, or has been tried
+    `max_retries + 1` times; then the last Retryable's error is raised."""
+
+    def wait(retry_state: Any) -> float:
+        exc = retry_state.outcome.exception() if retry_state.outcome else None
+        if isinstance(exc, Retryable) and exc.retry_after is not None:
+            return min(exc.retry_after, max_backoff_s)
+        return min(backoff_s * 2 ** (retry_state.attempt_number - 1), max_backoff_s)
+
+    retrying = AsyncRetrying(
+        stop=stop_after_attempt(max_retries + 1),
+        wait=wait,
+        retry=retry_if_exception(lambda e: isinstance(e, Retryable)),
+        reraise=True,
+    )
+    try:
+        async for trial in retrying:
+            with trial:
+                return await attempt()
+    except Retryable as exc:
+        # Not chained: a cause's repr (a connection key, a request) can show credentials.
+        raise exc.error from None
+    raise AssertionError("unreachable")  # pragma: no cover
