@@ -33,12 +33,14 @@ class FailureSidecar(JsonlAppender):
     def append(self, failure: FailureRecord) -> None:
         self._append((failure.model_dump_json() + "\n").encode("utf-8"), self._rotate_for)
 
-    def _rotate_for(self, incoming: int) -> None:
-        size = self.path.stat().st_size if self.path.exists() else 0
+    def _rotate_for(self, fd: int, incoming: int) -> bool:
+        """Under the sidecar's lock: move the full file to the next free number; True if moved.
+        Appenders in other processes serialise on that lock, so no two pick one number."""
+        size = os.fstat(fd).st_size
         if size == 0 or size + incoming <= self.cap_bytes:
-            return
+            return False
         number = 1
         while rotated_path(self.cassette_path, number).exists():
             number += 1
         os.replace(self.path, rotated_path(self.cassette_path, number))
-        self.path.touch()
+        return True

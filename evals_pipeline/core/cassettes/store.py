@@ -44,25 +44,39 @@ class JsonlAppender:
     def append_line(self, line: str) -> None:
         self._append((line.rstrip("\n") + "\n").encode("utf-8"))
 
-    def _append(self, data: bytes, before_write: Callable[[int], None] | None = None) -> None:
-        """Write `data` at the end under the lock; `before_write(size)` may rotate the file."""
+    def _append(self, data: bytes, rotate: Callable[[int, int], bool] | None = None) -> None:
+        """Write `data` at the end under the lock. `rotate(fd, size)`, called under the lock,
+        may move the locked file aside (returning True): the write then goes to a fresh file at
+        `path`. Whoever locked the moved file meanwhile sees it is no longer `path` and opens
+        `path` again, so two processes never rotate one file twice or write into a moved one."""
         with self._thread_lock:
-            if before_write is not None:
-                before_write(len(data))
-            try:
-                # O_APPEND: every write lands at the current end, whoever appended meanwhile.
-                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-            except OSError as exc:
-                raise CassetteWriteError(self.path, exc.strerror or str(exc)) from exc
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                self._write_locked(fd, data)
-            except OSError as exc:
-                # A partial line may be left; the next append starts on a fresh line, and
-                # loading names the torn line. Every earlier record stays readable.
-                raise CassetteWriteError(self.path, exc.strerror or str(exc)) from exc
-            finally:
-                os.close(fd)  # closing releases the flock
+            while True:
+                try:
+                    # O_APPEND: every write lands at the current end, whoever appended meanwhile.
+                    fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+                except OSError as exc:
+                    raise CassetteWriteError(self.path, exc.strerror or str(exc)) from exc
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                    if rotate is not None and (not self._is_path(fd) or rotate(fd, len(data))):
+                        continue  # closes fd, unlocking it; the next open finds the new file
+                    self._write_locked(fd, data)
+                    return
+                except OSError as exc:
+                    # A partial line may be left; the next append starts on a fresh line, and
+                    # loading names the torn line. Every earlier record stays readable.
+                    raise CassetteWriteError(self.path, exc.strerror or str(exc)) from exc
+                finally:
+                    os.close(fd)  # closing releases the flock
+
+    def _is_path(self, fd: int) -> bool:
+        """Whether the open file is still the one at `path` (not rotated away meanwhile)."""
+        try:
+            at_path = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        held = os.fstat(fd)
+        return (held.st_dev, held.st_ino) == (at_path.st_dev, at_path.st_ino)
 
     def _write_locked(self, fd: int, data: bytes) -> None:
         if self._ends_mid_line(fd):
