@@ -130,7 +130,8 @@ class FailureRecord(_Frozen):
 
     ts_ms: int
     model: str
-    call_type: Literal["entities", "edges"]
+    # The reference's "entities" / "edges", and the open mode's classify calls.
+    call_type: Literal["entities", "edges", "classify_entities", "classify_relations"]
     chunk_key: str | None
     classification: FailureClass
     raw_body: str

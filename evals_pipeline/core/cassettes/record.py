@@ -1,7 +1,8 @@
 """Recording: wraps whichever extractor was resolved and appends one record per successful call.
 
-A failed call never produces a cassette record (the cassette holds successes only); it produces
-a sidecar record. Edge-budget exhaustion is the one non-fatal class and produces both.
+A failed call (an extract's or a classify's) never produces a cassette record (the cassette
+holds successes only); it produces a sidecar record. Edge-budget exhaustion is the one
+non-fatal class and produces both.
 """
 
 from __future__ import annotations
@@ -94,7 +95,11 @@ class RecordingExtractor(Extractor):
         types: Sequence[str],
         outcome_coro: Awaitable[ClassifyOutcome],
     ) -> ClassifyOutcome:
-        outcome = await outcome_coro
+        try:
+            outcome = await outcome_coro
+        except ExtractionFailed as exc:
+            self._sidecar(exc)
+            raise
         self._append(
             classify_key(call_type, items, types),
             call_type,

@@ -31,6 +31,7 @@ from evals_pipeline_tests.support.llm_servers import (
     TripwireListener,
     anthropic_message,
     openai_completion,
+    openai_error,
 )
 
 ONTOLOGY = Ontology(
@@ -229,6 +230,29 @@ def test_classify_calls_record_and_replay(tmp_path: Path) -> None:
     with pytest.raises(CassetteMiss) as err:
         run_sync(lambda: replayer.classify_entities(entities, ["Person"]))
     assert err.value.call_type == "classify_entities"
+
+
+def test_a_failed_classify_call_goes_to_the_sidecar_under_its_own_name(tmp_path: Path) -> None:
+    cassette = tmp_path / "classify.jsonl"
+    entities = [Entity(name="Ada Lovelace", summary="A mathematician.")]
+    with LoopbackLLMServer("openai") as server:
+        server.enqueue(openai_error(400))
+        recorder = RecordingExtractor(_oai(server), cassette)
+
+        async def classify() -> object:
+            try:
+                return await recorder.classify_entities(entities, ["Person"])
+            finally:
+                await recorder.aclose()
+
+        with pytest.raises(ExtractionFailed) as err:
+            run_sync(classify)
+    assert err.value.failure.call_type == "classify_entities"
+    assert cassette.read_text() == ""
+    failures = [json.loads(x) for x in sidecar_path(cassette).read_text().splitlines()]
+    assert [(f["call_type"], f["classification"]) for f in failures] == [
+        ("classify_entities", "http_error")
+    ]
 
 
 def test_record_fields_and_no_transport_detail(tmp_path: Path, episodes: list[Episode]) -> None:
