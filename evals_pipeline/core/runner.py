@@ -81,7 +81,8 @@ async def run_each(
     finishes (in input order for a local extractor, in completion order otherwise), keeping
     none: a caller that turns each run into a row at once frees its models while they are
     still in the CPU's caches (a replay tabulated so is ~25% faster than one tabulated from
-    every run at the end). Raises the first error, as `extract_all` does."""
+    every run at the end). An error other than a chunk's failure (a cassette miss, a bug) is
+    raised once every chunk has run: the first, in input order."""
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
     gate = asyncio.Semaphore(concurrency)
@@ -109,14 +110,22 @@ async def run_each(
             await _one_after_another(one, episodes)
         return
     with fewer_gc_passes():
-        await asyncio.gather(*(one(i, e) for i, e in enumerate(episodes)))
+        # Every chunk runs to its end before the first error is raised: a sibling still in
+        # flight would otherwise outlive its step, its client closed under it, and the calls
+        # it had paid for would go unrecorded.
+        outcomes = await asyncio.gather(
+            *(one(i, e) for i, e in enumerate(episodes)), return_exceptions=True
+        )
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
 
 
 async def _one_after_another(
     one: Callable[[int, Episode], Awaitable[None]], episodes: Sequence[Episode]
 ) -> None:
-    """Every episode in order; the first error is raised once all have run, as the gather of
-    tasks does (a recording wrapper still records the chunks after a miss)."""
+    """Every episode in order; the first error is raised once all have run, as for the tasks of
+    a network backend (a recording wrapper still records the chunks after a miss)."""
     first: BaseException | None = None
     for index, episode in enumerate(episodes):
         try:

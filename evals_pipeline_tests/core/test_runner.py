@@ -135,3 +135,41 @@ def test_a_local_run_tries_every_chunk_then_raises_the_first_miss() -> None:
     assert done == ["c0", "c1", "c3", "c5"]
     runs = run_sync(lambda: extract_all(probe, episodes, ExtractOptions(), tolerate_misses=True))
     assert [r.error_type for r in runs] == [None, None, "CassetteMiss", None, "CassetteMiss", None]
+
+
+class _Breaks(_Probe):
+    """A network extractor whose first chunk fails at once with an unexpected error while the
+    others are still waiting on their replies."""
+
+    def __init__(self) -> None:
+        super().__init__(local=False)
+        self.finished: list[str] = []
+        self.closed_after: list[str] = []
+
+    async def extract(self, episode: Episode, options: ExtractOptions) -> ExtractionOutcome:
+        if episode.name == "c0":
+            raise RuntimeError("a bug in one chunk")
+        await asyncio.sleep(0.05)
+        self.finished.append(episode.name)
+        return await super().extract(episode, options)
+
+
+def test_a_network_run_lets_every_chunk_finish_before_raising() -> None:
+    """The extractor is closed when the run ends: a chunk still in flight then would lose its
+    reply (paid for, never recorded) and call a closed client."""
+    episodes = [Episode(name=f"c{i}", body="text") for i in range(5)]
+    probe = _Breaks()
+    done: list[str] = []
+
+    async def run() -> None:
+        try:
+            await extract_all(
+                probe, episodes, ExtractOptions(), on_done=lambda r: done.append(r.episode.name)
+            )
+        finally:
+            probe.closed_after = list(probe.finished)
+
+    with pytest.raises(RuntimeError, match="a bug in one chunk"):
+        run_sync(run)
+    assert probe.closed_after == ["c1", "c2", "c3", "c4"]
+    assert sorted(done) == ["c1", "c2", "c3", "c4"]
