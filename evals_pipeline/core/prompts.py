@@ -8,6 +8,7 @@ injected ontology therefore changes every key, and stale cassettes fail loudly o
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from json.encoder import encode_basestring as _encode
@@ -168,6 +169,27 @@ def entity_listing(entities: Sequence[Entity]) -> str:
     )
 
 
+# A chunk's text sits inside <document> (or <context>) fences: a text that closes the fence
+# itself could place words outside it, where the model reads them as ours. Such a closing tag
+# is written `<\/document>`, and the attribute values are escaped. Texts without one (every
+# shipped corpus) render, and key, exactly as before.
+_FENCE_CLOSE = re.compile(r"</(?=(?:document|context|instructions|entities)\b)", re.IGNORECASE)
+
+
+def fenced_text(text: str) -> str:
+    """`text` with any closing tag of a prompt fence neutralised (see above)."""
+    return _FENCE_CLOSE.sub(r"<\\/", text) if "</" in text else text
+
+
+def _attribute(value: str) -> str:
+    """An XML attribute value: `"`, `<`, `>` and `&` escaped."""
+    if not any(c in value for c in '&<>"'):
+        return value
+    return (
+        value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+    )
+
+
 def _episode_vars(episode: Episode) -> dict[str, str]:
     ref = (
         f' reference_time="{episode.reference_time.isoformat()}"'
@@ -175,7 +197,7 @@ def _episode_vars(episode: Episode) -> dict[str, str]:
         else ""
     )
     context = "".join(
-        f"<context>\n{text}\n</context>\n" for text in episode.context
+        f"<context>\n{fenced_text(text)}\n</context>\n" for text in episode.context
     )  # earlier texts of the thread: for resolving references, not for extraction
     instructions = (
         f"<instructions>\n{episode.custom_instructions}\n</instructions>\n"
@@ -183,10 +205,10 @@ def _episode_vars(episode: Episode) -> dict[str, str]:
         else ""
     )
     return {
-        "name": episode.name,
-        "source_type": episode.source_type,
+        "name": _attribute(episode.name),
+        "source_type": _attribute(episode.source_type),
         "reference_time": ref,
-        "body": episode.body,
+        "body": fenced_text(episode.body),
         "instructions": instructions + context,
     }
 
