@@ -82,10 +82,11 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         }
         yield Output(
             strict,
-            metadata={
+            metadata={  # none where no chunk was compared
                 f"{name}/{axis}_f1": float(scores[axis]["f1"])
                 for name, scores in strict.items()
                 for axis in ("entities", "edges", "summaries")
+                if scores[axis]["f1"] is not None
             },
         )
         # The half of the identity guard that can only run after capture, before any report.

@@ -192,10 +192,14 @@ class StrictScores:
     skipped_chunks: int
 
     def to_dict(self) -> dict[str, Any]:
+        """With no chunk compared (the reference failed on every one, or there were none), the
+        scores are None, not the 1.0 of agreeing on nothing: nothing was measured."""
+        axes: dict[str, dict[str, Any]] = {axis: getattr(self, axis).to_dict() for axis in AXES}
+        if self.chunks_compared == 0:
+            for scores in axes.values():
+                scores.update(precision=None, recall=None, f1=None)
         return {
-            "entities": self.entities.to_dict(),
-            "edges": self.edges.to_dict(),
-            "summaries": self.summaries.to_dict(),
+            **axes,
             "chunks_compared": self.chunks_compared,
             "skipped_chunks": self.skipped_chunks,
         }

@@ -215,3 +215,14 @@ def test_normalize_is_remembered_without_changing_results() -> None:
     normalize.cache_clear()
     assert normalize(" A  b ") == normalize(" A  b ") == "a b"
     assert normalize.cache_info().hits >= 1
+
+
+def test_no_chunk_compared_has_no_score_rather_than_a_perfect_one() -> None:
+    # The reference failed on every chunk: agreeing on "nothing" over zero chunks measured
+    # nothing, and the report had shown 1.000.
+    scores = score_keys({"c": None}, {"c": None}).to_dict()
+    assert scores["chunks_compared"] == 0 and scores["skipped_chunks"] == 1
+    for axis in ("entities", "edges", "summaries"):
+        assert scores[axis]["f1"] is None and scores[axis]["precision"] is None
+    compared = score_keys({"c": None}, {"c": chunk_keys(graph())}).to_dict()
+    assert compared["entities"]["f1"] == 1.0  # one chunk, both empty: agreement
