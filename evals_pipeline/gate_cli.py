@@ -62,19 +62,22 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _paths(args: argparse.Namespace) -> tuple[Path, Path]:
+def _paths(args: argparse.Namespace) -> tuple[Path, Path, bool]:
     """`--golden` (with `--baseline` or its own baseline.json), else the project file's
-    `golden_dir` / `claims_baseline` when there is a project file, else corpus/golden."""
+    `golden_dir` / `claims_baseline` when there is a project file, else corpus/golden; and
+    whether the baseline was named (`--baseline`, `claims_baseline`) rather than defaulted."""
     golden: Path | None = args.golden
     baseline: Path | None = args.baseline
+    named = baseline is not None
     if golden is None:
         config_path = args.config or Path(os.environ.get(CONFIG_ENV, "evals.yaml"))
         if args.config is not None or config_path.is_file():
             config = load_config(config_path)
             golden = config.golden_dir
+            named = named or config.claims_baseline is not None
             baseline = baseline or config.claims_baseline_path
     golden = (golden or Path("corpus/golden")).resolve()
-    return golden, (baseline or golden / "baseline.json").resolve()
+    return golden, (baseline or golden / "baseline.json").resolve(), named
 
 
 def _record(args: argparse.Namespace, golden_dir: Path) -> int:
@@ -119,11 +122,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--backend is only used with --mode live --record")
     if args.concurrency < 1:
         parser.error("--concurrency must be at least 1")
+    if args.output is not None and args.output.is_dir():
+        parser.error(f"--output {args.output} is a folder; name a file to write")
     try:
-        golden_dir, baseline_path = _paths(args)
+        golden_dir, baseline_path, named = _paths(args)
         failed_calls = _record(args, golden_dir) if args.mode == "live" else 0
         golden = load_golden_set(golden_dir)
-        report = run_gate(golden, baseline_path)
+        # A named baseline must exist, unless this run writes it.
+        report = run_gate(
+            golden, baseline_path, baseline_required=named and not args.write_baseline
+        )
     except EvalsError as exc:
         print(f"evals-pipeline gate: error: {exc}", file=sys.stderr)
         return USAGE_ERROR

@@ -292,6 +292,17 @@ def test_cli_write_baseline_refuses_a_missing_verified_recording(
     assert not (project / "golden" / "baseline.json").exists()
 
 
+@pytest.mark.parametrize("project", ["inactive"], indirect=True)
+def test_cli_a_named_baseline_that_is_missing_is_an_error(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    typo = project / "golden" / "baselin.json"
+    assert gate_main(["--baseline", str(typo)]) == 2  # had passed as INACTIVE, exit 0
+    assert "no baseline file here, though one was named" in capsys.readouterr().err
+    assert gate_main(["--baseline", str(typo), "--write-baseline"]) == 0  # unless written now
+    assert typo.is_file()
+
+
 def test_cli_on_the_shipped_golden_set(capsys: pytest.CaptureFixture[str]) -> None:
     """The real gate on the real set: CI fails here when a committed baseline's gate fails."""
     baseline = REPO / "corpus" / "golden" / "baseline.json"

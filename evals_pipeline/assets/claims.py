@@ -91,7 +91,9 @@ def build_claims_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         replay = ReplayResult.from_dict(claim_extractions)
         summary = score_golden_set(golden, replay.predictions(), replay.notes())
         path = evals.config.claims_baseline_path
-        result = evaluate_gate(golden, replay, summary, read_baseline(path), path)
+        named = evals.config.claims_baseline is not None  # a typo must not switch the gate off
+        baseline = read_baseline(path, required=named)
+        result = evaluate_gate(golden, replay, summary, baseline, path)
         if result.state == "INACTIVE":
             context.log.warning(f"\n{_BANNER}\n{result.render()}\n{_BANNER}")
         elif result.state == "FAIL":

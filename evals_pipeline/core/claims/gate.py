@@ -75,9 +75,21 @@ class Baseline(BaseModel):
     examples: tuple[StrictStr, ...]  # the VERIFIED example ids the scores count
 
 
-def read_baseline(path: Path) -> Baseline | None:
-    """The committed baseline, or None when there is none (the gate is then INACTIVE)."""
+def read_baseline(path: Path, *, required: bool = False) -> Baseline | None:
+    """The committed baseline, or None when there is none (the gate is then INACTIVE).
+
+    `required`: the path was named explicitly (a flag, `claims_baseline`), so a missing file is
+    a typo that would silently switch the gate off, and an error. A folder is never a baseline.
+    """
+    if path.is_dir():
+        raise InputFileError(path, "is a folder, not a baseline file")
     if not path.is_file():
+        if required:
+            raise InputFileError(
+                path,
+                "no baseline file here, though one was named (drop the setting for the INACTIVE "
+                "gate, or write one with `evals-pipeline gate --write-baseline`)",
+            )
         return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -254,10 +266,15 @@ class GateReport:
 
 
 def run_gate(
-    golden: GoldenSet, baseline_path: Path, recordings_dir: Path | None = None
+    golden: GoldenSet,
+    baseline_path: Path,
+    recordings_dir: Path | None = None,
+    *,
+    baseline_required: bool = False,
 ) -> GateReport:
     """Replay, score and evaluate: the whole gate in one call (the CLI's replay mode)."""
     replay = replay_golden_set(golden, recordings_dir)
     summary = score_golden_set(golden, replay.predictions(), replay.notes())
-    result = evaluate_gate(golden, replay, summary, read_baseline(baseline_path), baseline_path)
+    baseline = read_baseline(baseline_path, required=baseline_required)
+    result = evaluate_gate(golden, replay, summary, baseline, baseline_path)
     return GateReport(replay, summary, result)

@@ -213,3 +213,13 @@ def test_a_baseline_scored_at_another_iou_threshold_fails(recorded: Path) -> Non
     path.write_text(json.dumps(data))
     state, text = gate(recorded)
     assert state == "FAIL" and "span IoU >= 0.5" in text
+
+
+def test_a_named_baseline_that_is_missing_is_an_error_not_inactive(recorded: Path) -> None:
+    golden = load_golden_set(recorded)
+    typo = recorded / "baselin.json"
+    assert run_gate(golden, typo).result.state == "INACTIVE"  # the default path: by design
+    with pytest.raises(InputFileError, match="no baseline file here, though one was named"):
+        run_gate(golden, typo, baseline_required=True)
+    with pytest.raises(InputFileError, match="is a folder"):
+        read_baseline(recorded)
