@@ -25,6 +25,7 @@ from .core.config import BenchConfig, EvalsConfig
 from .core.errors import EvalsError
 from .core.extractors.specs import parse_named_backend
 from .core.models import ONTOLOGY_MODES
+from .core.prices import load_prices
 
 ORACLE = "oracle"
 
@@ -127,6 +128,8 @@ def main(argv: Sequence[str]) -> int:
         golds = [  # bad gold is a usage error, up front
             load_gold(name, path, config.bench.split) for name, path in config.bench.corpora.items()
         ]
+        if config.prices is not None:  # so is a bad prices file, before any paid call
+            load_prices(config.prices)
         if args.dry_run:
             print(bench_plan(config, golds))
             return 0

@@ -33,6 +33,19 @@ from .core.options import resolve_ontology_mode
 from .graph import default_config_path
 
 USAGE_ERROR = 2
+# Flags that describe a run built from flags; with a project file they are set in the file.
+_FLAG_RUN_ONLY = ("--reference", "--ontology", "--record-cassette")
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,16 +57,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", action="append", default=[], metavar="NAME=SPEC")
     p.add_argument("--reference", metavar="NAME")
     scope = p.add_mutually_exclusive_group()
-    scope.add_argument("--limit", type=int, metavar="N", help=f"first N chunks ({DEFAULT_SCOPE})")
+    scope.add_argument(
+        "--limit", type=positive_int, metavar="N", help=f"first N chunks ({DEFAULT_SCOPE})"
+    )
     scope.add_argument("--all", action="store_true", help="every chunk of the corpus")
-    p.add_argument("--corpus", type=Path, default=Path("corpus/prose/chunks.jsonl"))
+    p.add_argument("--corpus", type=Path, help="default corpus/prose/chunks.jsonl")
     p.add_argument("--ontology", type=Path)
     p.add_argument("--ontology-mode", choices=[m for m in ONTOLOGY_MODES if m != "freeform"])
     p.add_argument("--record-cassette", action="append", default=[], metavar="NAME=PATH")
     p.add_argument("--output", type=Path, help="also write the report JSON here")
-    p.add_argument("--output-dir", type=Path, default=Path("reports"))
-    p.add_argument("--cache-dir", type=Path, default=Path(".evals_cache"))
-    p.add_argument("--concurrency", type=int, default=8)
+    p.add_argument("--output-dir", type=Path, help="default reports")
+    p.add_argument("--cache-dir", type=Path, help="default .evals_cache")
+    p.add_argument("--concurrency", type=positive_int, help="live calls in flight (default 8)")
     p.add_argument("--judge-cache", type=Path, help="default judge_cache.jsonl")
     p.add_argument("--judge-model", help=f"default {JudgeConfig().model}")
     p.add_argument("--judge-mode", choices=["reference", "pairwise", "both"])
@@ -90,17 +105,24 @@ def _config_from_flags(args: argparse.Namespace, parser: argparse.ArgumentParser
     config = EvalsConfig(
         backends=backends,
         reference=args.reference,
-        corpus=args.corpus,
         scope="all" if args.all else (args.limit or DEFAULT_SCOPE),
         ontology=args.ontology,
         modes=(mode,),
         record_cassette=record,
-        output_dir=args.output_dir,
-        cache_dir=args.cache_dir,
-        concurrency=args.concurrency,
-    )
+    ).model_copy(update=_path_flags(args))
     config = _with_judge_flags(config, args)
     return config.check("command line").resolved_against(Path.cwd())
+
+
+def _path_flags(args: argparse.Namespace) -> dict[str, object]:
+    """--corpus, --output-dir, --cache-dir, --concurrency as given (else the config's value)."""
+    given = {
+        "corpus": args.corpus,
+        "output_dir": args.output_dir,
+        "cache_dir": args.cache_dir,
+        "concurrency": args.concurrency,
+    }
+    return {name: value for name, value in given.items() if value is not None}
 
 
 def _with_judge_flags(config: EvalsConfig, args: argparse.Namespace) -> EvalsConfig:
@@ -117,7 +139,23 @@ def _config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> EvalsC
         if args.ontology_mode and not args.ontology:
             parser.error("--ontology-mode needs --ontology (there is nothing to apply it to)")
         return _config_from_flags(args, parser)
+    flag_run_only = [
+        flag
+        for flag in _FLAG_RUN_ONLY
+        if getattr(args, flag[2:].replace("-", "_")) not in (None, [])
+    ]
+    if flag_run_only:
+        parser.error(
+            f"{', '.join(flag_run_only)}: only for a run built with --backend; with a project "
+            "file, set this in the file"
+        )
     config = load_config(args.config or default_config_path())
+    overrides = {  # a flag path is relative to the working directory
+        name: value.resolve() if isinstance(value, Path) else value
+        for name, value in _path_flags(args).items()
+    }
+    if overrides:
+        config = config.model_copy(update=overrides)
     if args.ontology_mode and config.ontology is None:
         parser.error("--ontology-mode needs an ontology (--ontology, or ontology: in the config)")
     if args.ontology_mode:
@@ -166,6 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return result
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.output is not None and args.output.is_dir():
+        parser.error(f"--output {args.output} is a folder; name a file to write")
     try:
         config = _config(args, parser)
         if args.dry_run:

@@ -24,6 +24,7 @@ from dagster import DagsterInstance, Definitions, materialize
 from .assets.bench import bench_key
 from .assets.claims import CLAIMS_ASSETS
 from .core.config import EvalsConfig, load_config
+from .core.errors import EvalsError
 from .core.gc_tuning import fewer_gc_passes
 from .graph import build_definitions, default_config_path
 from .partitions import extraction_key
@@ -197,8 +198,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, default=None, help="default: evals.yaml")
     parser.add_argument("--verbose", action="store_true", help="print Dagster's event log")
     args = parser.parse_args(argv)
-    config = load_config(args.config or default_config_path())
-    outcome = materialize_all(config, quiet=not args.verbose)
+    try:
+        config = load_config(args.config or default_config_path())
+        outcome = materialize_all(config, quiet=not args.verbose)
+    except EvalsError as exc:  # a bad config or input file: one line naming it, no traceback
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
     print(
         f"{outcome.runs} runs; {outcome.extraction_calls} extraction calls, "
         f"{outcome.cache_hits} answered from the extraction cache, {outcome.replayed} replayed "

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import os
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
@@ -38,6 +37,7 @@ from .core.models import Episode, OntologyMode
 from .core.ontology import Ontology, load_ontology
 from .core.options import ExtractOptions
 from .core.plan import RunPlan, plan_run
+from .core.prices import load_prices
 
 # The real spec of every backend whose spec carries a credential, by its digest.
 _SEALED: dict[str, str] = {}
@@ -160,10 +160,7 @@ class EvalsResource(ConfigurableResource):
     def prices(self) -> dict[str, dict[str, float]] | None:
         """`{"<model>": {"input_per_1m": …, "output_per_1m": …}}`; none ship with the project."""
         path = self.config.prices
-        if path is None:
-            return None
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        return {k: v for k, v in data.items() if not k.startswith("_")}
+        return None if path is None else load_prices(path)
 
     def options(self, mode: OntologyMode) -> ExtractOptions:
         config = self.config

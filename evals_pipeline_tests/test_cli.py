@@ -78,3 +78,116 @@ def test_dry_run_exits_0_with_a_guard_and_writes_nothing(
     out = capsys.readouterr().out
     assert "[distinct_cassettes]" in out and "[no_record_on_replay]" in out
     assert "ontology modes: strict" in out  # an ontology and no mode: strict
+
+
+# -- bad input found by review: each once ran on silently, or ended in a traceback -----------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--limit", "0"],  # had become the default scope of 50
+        ["--limit", "-1"],  # a raw ValueError
+        ["--concurrency", "0"],  # a raw ValidationError with --backend
+        ["--backend", "a=oracle", "--reference", "a", "--concurrency", "0"],
+        ["compare", "a.json", "b.json", "--resamples", "0"],
+    ],
+)
+def test_a_count_below_one_is_a_usage_error(
+    args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as err:
+        main([*args, "--dry-run"] if args[0] != "compare" else args)
+    assert err.value.code == 2
+    assert "must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "flag", [["--reference", "rules"], ["--record-cassette", "rules=x.jsonl"], ["--ontology", "o"]]
+)
+def test_a_flag_run_only_flag_with_a_project_file_is_a_usage_error(
+    tmp_path: Path, flag: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path, ["strict"])
+    with pytest.raises(SystemExit) as err:
+        main(["--config", str(config), *flag, "--dry-run"])  # had been ignored
+    assert err.value.code == 2
+    assert f"{flag[0]}: only for a run built with --backend" in capsys.readouterr().err
+
+
+def test_path_flags_override_the_project_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path, ["strict"])
+    missing = tmp_path / "elsewhere.jsonl"
+    assert main(["--config", str(config), "--corpus", str(missing), "--dry-run"]) == 2
+    assert f"{missing}: file not found" in capsys.readouterr().err  # not the file's corpus
+    out_dir = tmp_path / "flag-reports"
+    assert main(["--config", str(config), "--output-dir", str(out_dir), "--limit", "1"]) == 0
+    assert (out_dir / "strict" / "report.md").is_file()
+
+
+@pytest.mark.parametrize("what", ["config", "corpus", "output"])
+def test_a_folder_where_a_file_goes_is_named(
+    tmp_path: Path, what: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path, ["strict"])
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    if what == "output":
+        with pytest.raises(SystemExit) as err:
+            main(["--config", str(config), "--output", str(folder), "--dry-run"])
+        assert err.value.code == 2
+        assert "is a folder" in capsys.readouterr().err
+        return
+    args = ["--config", str(folder)] if what == "config" else ["--config", str(config)]
+    args += ["--corpus", str(folder)] if what == "corpus" else []
+    assert main([*args, "--dry-run"]) == 2  # had been an IsADirectoryError traceback
+    assert f"{folder}: is a folder, not a file" in capsys.readouterr().err
+
+
+def test_the_main_job_names_a_config_error_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from evals_pipeline.materialize import main as materialize_main
+
+    bad = tmp_path / "evals.yaml"
+    bad.write_text("backends: {a: oracle}\nreference: nobody\n")
+    assert materialize_main(["--config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "[reference]" in err and "Traceback" not in err
+
+
+def test_a_recording_target_that_is_not_a_cassette_is_refused_before_any_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a cassette line\n")
+    args = ["--backend", "a=oracle", "--backend", "b=oracle", "--reference", "a"]
+    args += ["--corpus", str(CORPUS), "--record-cassette", f"b={notes}", "--dry-run"]
+    assert main(args) == 2  # had been appended to, leaving a file corrupt at line 1
+    assert f"corrupt cassette {notes}:1" in capsys.readouterr().err
+    assert notes.read_text() == "not a cassette line\n"
+
+
+def test_a_bad_prices_file_fails_the_plan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"m": {"input_per_1m": -3, "output_per_1m": 15}}))
+    config = write_config(tmp_path, ["strict"])
+    data = yaml.safe_load(config.read_text()) | {"prices": str(prices)}
+    config.write_text(yaml.safe_dump(data))
+    assert main(["--config", str(config), "--dry-run"]) == 2  # had been read after extraction
+    err = capsys.readouterr().err
+    assert f"{prices} [prices.m.input_per_1m]" in err and "finite number" in err
+
+
+def test_an_empty_corpus_is_an_error_not_a_perfect_score(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    args = ["--backend", "a=oracle", "--backend", "b=oracle", "--reference", "a"]
+    assert main([*args, "--corpus", str(empty), "--dry-run"]) == 2
+    assert "the corpus holds no chunk" in capsys.readouterr().err

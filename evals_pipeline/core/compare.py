@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from .errors import EvalsError, InputFileError
+from .files import read_input_text
 from .statistics_bootstrap import paired_bootstrap_deltas, pooled_rate
 
 # Rate name -> (numerator, denominator). Each side is a count name, or several joined by "+".
@@ -106,12 +107,7 @@ class _Episode:
 def load_run_report(path: Path | str) -> dict[str, Any]:
     """Read a run report file; unreadable or non-JSON content is an InputFileError."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputFileError(path, "file not found") from None
-    except UnicodeDecodeError as exc:
-        raise InputFileError(path, f"not UTF-8 text (byte offset {exc.start})") from None
+    text = read_input_text(path)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .errors import BackendSpecError, InputFileError
-from .extractors.specs import BackendSpec, parse_backend_spec, parse_named_backend
+from .extractors.specs import BackendSpec, check_name, parse_backend_spec, parse_named_backend
 from .files import load_yaml, validate_file_model
 from .models import ONTOLOGY_MODES, OntologyMode
 from .options import DEFAULT_MAX_TOKENS_EDGES, DEFAULT_MAX_TOKENS_ENTITIES
@@ -135,6 +135,15 @@ class EvalsConfig(BaseModel):
             raise InputFileError(source, "open and strict modes need an ontology", field="modes")
         if self.modes is not None and len(set(self.modes)) != len(self.modes):
             raise InputFileError(source, "a mode is listed twice", field="modes")
+        if self.modes is not None and not self.modes:
+            raise InputFileError(
+                source, "list at least one mode (or leave modes out)", field="modes"
+            )
+        for name in self.bench.corpora:  # a partition key and a folder under output_dir
+            if (problem := check_name(name)) is not None:
+                raise InputFileError(
+                    source, f"gold corpus {problem}", field=f"bench.corpora.{name}"
+                )
         return self
 
     def resolved_against(self, base: Path) -> EvalsConfig:

@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import InputFileError
-from .files import field_path, jsonl_lines
+from .files import field_path, jsonl_lines, read_input_bytes
 from .models import Edge, Entity, Episode, ExtractionResult, SourceType
 from .ontology import Ontology
 
@@ -98,10 +98,7 @@ class ProseCorpus:
 def load_prose_corpus(path: Path | str, ontology: Ontology | None = None) -> ProseCorpus:
     """Load and check a corpus file; with `ontology`, also check every type against it."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputFileError(path, "file not found") from None
+    data = read_input_bytes(path)
     chunks: list[Chunk] = []
     first_line: dict[str, int] = {}
     for lineno, text in jsonl_lines(path, data):
@@ -117,15 +114,36 @@ def load_prose_corpus(path: Path | str, ontology: Ontology | None = None) -> Pro
         if record.expected is not None:
             _check_expected(path, lineno, record.body, record.expected, ontology)
         chunks.append(_to_chunk(record))
+    if not chunks:  # a run over nothing would report perfect agreement on nothing
+        raise InputFileError(path, "the corpus holds no chunk (no non-blank line)")
     return ProseCorpus(path=path, chunks=tuple(chunks), digest=hashlib.sha256(data).hexdigest())
+
+
+class _RepeatedKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are all different: JSON's "last one wins" would silently drop
+    a chunk's `expected` graph, or its body."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _RepeatedKey(key)
+        out[key] = value
+    return out
 
 
 def _parse_line(path: Path, lineno: int, text: str) -> _ChunkLine:
     try:
-        obj: Any = json.loads(text)
+        obj: Any = json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise InputFileError(
             path, f"invalid JSON: {exc.msg} (column {exc.colno})", line=lineno
+        ) from None
+    except _RepeatedKey as exc:
+        raise InputFileError(
+            path, f"key {exc.args[0]!r} is given twice in one object", line=lineno
         ) from None
     if not isinstance(obj, dict):
         raise InputFileError(

@@ -88,6 +88,27 @@ class CassetteDuplicateKey(CassetteError):
         )
 
 
+class CassetteNotAFile(CassetteCorrupt):
+    """A cassette path names nothing, or a folder (a CassetteCorrupt at line 0, so callers that
+    guard against unusable cassettes catch it too)."""
+
+    def __init__(self, path: Path | str, problem: str) -> None:
+        super().__init__(path, 0, problem)
+        self.args = (f"cassette {self.path}: {problem}",)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class OutputPathError(EvalsError):
+    """Somewhere an output was asked to go cannot take it (a folder where a file goes)."""
+
+    def __init__(self, path: Path | str, problem: str) -> None:
+        self.path = Path(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
 class CassetteWriteError(CassetteError):
     """Appending a record failed (a full disk, a read-only file); earlier records are intact."""
 

@@ -25,17 +25,53 @@ def field_path(loc: tuple[int | str, ...]) -> str:
     return out or "<root>"
 
 
-def load_yaml(path: Path | str, error: type[InputFileError] = InputFileError) -> Any:
-    """Parse a YAML file; a syntax error becomes `error` with the 1-based line of the problem."""
+def read_input_bytes(path: Path | str, error: type[InputFileError] = InputFileError) -> bytes:
+    """A whole input file; a missing file, a folder or an unreadable one is `error`."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_bytes()
     except FileNotFoundError:
         raise error(path, "file not found") from None
+    except IsADirectoryError:
+        raise error(path, "is a folder, not a file") from None
+    except OSError as exc:
+        raise error(path, f"cannot be read: {exc.strerror or exc}") from None
+
+
+def read_input_text(path: Path | str, error: type[InputFileError] = InputFileError) -> str:
+    """`read_input_bytes` as UTF-8 text; other bytes are `error` naming the offset."""
+    try:
+        return read_input_bytes(path, error).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise error(path, f"not UTF-8 text (byte offset {exc.start})") from None
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load, except that a key given twice in one mapping is an error: YAML's "last one
+    wins" would silently drop a whole `backends:` block or a setting."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _value in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, str | int | float | bool) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"key {key!r} is given twice",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(path: Path | str, error: type[InputFileError] = InputFileError) -> Any:
+    """Parse a YAML file; a syntax error or a repeated key becomes `error` with the 1-based
+    line of the problem."""
+    path = Path(path)
+    text = read_input_text(path, error)
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None

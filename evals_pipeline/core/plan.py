@@ -17,14 +17,21 @@ from typing import Any
 
 from .cassettes.cache import backend_fingerprint, cache_path
 from .cassettes.keys import extract_key
-from .cassettes.store import Cassette, CassetteIndex, index_cassette, load_cassette
+from .cassettes.store import (
+    Cassette,
+    CassetteIndex,
+    index_cassette,
+    iter_records,
+    load_cassette,
+)
 from .config import EvalsConfig
 from .digests import file_sha256
-from .errors import CassetteCorrupt, CassetteDuplicateKey, ConfigError
+from .errors import CassetteCorrupt, CassetteDuplicateKey, CassetteNotAFile, ConfigError
 from .extractors.anthropic import API_KEY_ENV
 from .models import Episode, ExtractionResult, OntologyMode
 from .ontology import Ontology
 from .options import ExtractOptions
+from .prices import load_prices
 
 JUDGE_AXES = ("entities", "edges", "summaries")
 
@@ -243,6 +250,8 @@ def plan_run(
         raise ConfigError(
             f"cannot plan ontology mode(s) {unknown}: the run's modes are {config.active_modes}"
         )
+    if config.prices is not None:  # a bad prices file fails here, before any paid call
+        load_prices(config.prices)
     guards: list[Guard] = []
     notes: list[str] = []
     _identity_guards(config, guards)
@@ -261,6 +270,8 @@ def plan_run(
         plan = BackendPlan(name=name, spec=spec.describe(), kind=spec.kind, action=action)
         record = config.record_cassette.get(name)
         plan.record_to = str(record) if record is not None else None
+        if record is not None:
+            check_record_target(record)
         cassette = None
         if spec.cassette_path is not None:
             plan.cassette_path = str(spec.cassette_path)
@@ -306,6 +317,16 @@ def plan_run(
         notes=notes,
         judge=judge,
     )
+
+
+def check_record_target(path: Path) -> None:
+    """A recording appends to `path`: a folder there, or a file that is not a cassette, would
+    fail (or be corrupted) only after the live calls were paid for."""
+    if path.is_dir():
+        raise CassetteNotAFile(path, "is a folder; --record-cassette names a file")
+    if path.is_file() and path.stat().st_size > 0:
+        for _record in iter_records(path):  # raises CassetteCorrupt naming the bad line
+            pass
 
 
 def _cache_for_plan(path: Path) -> Cassette | None:

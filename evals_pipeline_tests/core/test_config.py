@@ -74,3 +74,34 @@ def test_invalid_yaml_names_the_line(tmp_path: Path) -> None:
     with pytest.raises(InputFileError) as err:
         load_config(write(tmp_path, "backends:\n  a: oracle\n reference: a\n"))
     assert err.value.line is not None
+
+
+def test_a_key_given_twice_is_an_error_naming_its_line(tmp_path: Path) -> None:
+    # YAML's "last one wins" had silently dropped the first backends block.
+    path = write(tmp_path, "backends: {a: oracle}\nreference: a\nbackends: {b: oracle}\n")
+    with pytest.raises(InputFileError) as err:
+        load_config(path)
+    assert err.value.line == 3 and "'backends' is given twice" in str(err.value)
+
+
+def test_a_folder_is_not_a_config(tmp_path: Path) -> None:
+    with pytest.raises(InputFileError, match="is a folder, not a file"):
+        load_config(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("backends: {a: oracle}\nreference: a\nmodes: []\n", "modes"),
+        (
+            "backends: {a: oracle}\nreference: a\nbench: {corpora: {'../out': cases}}\n",
+            "bench.corpora.../out",
+        ),
+    ],
+)
+def test_no_mode_and_a_gold_name_that_is_a_path_are_refused(
+    tmp_path: Path, text: str, field: str
+) -> None:
+    with pytest.raises(InputFileError) as err:
+        load_config(write(tmp_path, text))
+    assert err.value.field == field

@@ -323,3 +323,21 @@ def test_relation_without_endpoint_constraints_allows_any_types(tmp_path: Path) 
     ok["expected"]["edges"][2]["relation"] = "MENTIONS"
     ok["expected"]["edges"][2]["source"] = "Analytical Engine"
     load_prose_corpus(write_lines(tmp_path, ok), ONTOLOGY)
+
+
+def test_a_key_given_twice_in_a_line_is_an_error(tmp_path: Path) -> None:
+    # JSON's "last one wins" had silently made a labelled chunk unlabelled.
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"name": "a", "body": "x", "expected": {"entities": []}, "expected": null}\n')
+    with pytest.raises(InputFileError) as err:
+        load_prose_corpus(path)
+    assert err.value.line == 1 and "'expected' is given twice" in str(err.value)
+
+
+def test_an_empty_corpus_and_a_folder_are_errors(tmp_path: Path) -> None:
+    empty = tmp_path / "c.jsonl"
+    empty.write_text("\n\n")
+    with pytest.raises(InputFileError, match="holds no chunk"):
+        load_prose_corpus(empty)
+    with pytest.raises(InputFileError, match="is a folder"):
+        load_prose_corpus(tmp_path)

@@ -95,6 +95,8 @@ def load_gold(name: str, path: Path | str, split: GoldSplit = "all") -> GoldCorp
     if split != "all":
         raise InputFileError(path, f"gold corpus {name!r}: a WebNLG file has no {split} split")
     corpus = load_webnlg(path)
+    if not corpus.chunks:
+        raise InputFileError(path, f"gold corpus {name!r} holds no entry: nothing to score")
     folder = path.parent / "ontologies"
     ontologies: dict[str, Ontology] = {}
     for category in corpus.categories:

@@ -23,7 +23,13 @@ from typing import BinaryIO, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from ..digests import file_sha256, stat_state
-from ..errors import CassetteCorrupt, CassetteDuplicateKey, CassetteMiss, CassetteWriteError
+from ..errors import (
+    CassetteCorrupt,
+    CassetteDuplicateKey,
+    CassetteMiss,
+    CassetteNotAFile,
+    CassetteWriteError,
+)
 from ..files import field_path
 from ..gc_tuning import gc_paused
 from ..memo import on_forget
@@ -345,6 +351,9 @@ def load_cassette(
     if isinstance(paths, str | Path):
         paths = [paths]
     path_list = tuple(Path(p) for p in paths)
+    for path in path_list:
+        if path.is_dir():
+            raise CassetteNotAFile(path, "is a folder, not a cassette file")
     consume = (not unique) if consume is None else consume
     if consume:
         return _load(path_list, unique=unique, consume=consume, missing_ok=missing_ok)
@@ -394,7 +403,7 @@ def _load(
                     if missing_ok:
                         files.append(None)  # indexes stay aligned with paths
                         continue
-                    raise CassetteCorrupt(path, 0, "cassette file not found")
+                    raise CassetteNotAFile(path, "file not found")
                 handle = path.open("rb")
                 files.append(handle)
                 index = len(files) - 1
@@ -477,6 +486,8 @@ def index_cassette(path: Path | str) -> CassetteIndex:
     """Load `path` with unique keys (raising CassetteCorrupt / CassetteDuplicateKey as that load
     does) and keep only its index; an unchanged file is not loaded again."""
     path = Path(path)
+    if path.is_dir():
+        raise CassetteNotAFile(path, "is a folder, not a cassette file")
     before = _file_state(path)
     memo_key = (str(path.absolute()), _file_digest(path))
     with _memo_lock:

@@ -90,7 +90,34 @@ def parse_backend_spec(spec: str) -> BackendSpec:
     missing = sorted(required - params.keys())
     if missing:
         raise BackendSpecError(spec, f"{kind} needs {', '.join(missing)}=...")
+    if "url" in params:
+        _check_url(spec, params["url"])
     return BackendSpec(kind=kind, params=params, raw=spec.strip())  # type: ignore[arg-type]
+
+
+def _check_url(spec: str, url: str) -> None:
+    """An http(s) URL with a host: `127.0.0.1:8000/v1` (no scheme) would otherwise run and
+    fail every call, counted as an error rate."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - parsing the port is the check (a non-number raises)
+    except ValueError as exc:
+        raise BackendSpecError(spec, f"url {url!r} does not parse: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise BackendSpecError(
+            spec,
+            f"url {url!r} must be http:// or https:// with a host, e.g. http://127.0.0.1:8000/v1",
+        )
+
+
+def check_name(name: str) -> str | None:
+    """Why `name` cannot be a backend or gold-corpus name (a partition key and a folder), or
+    None: letters, digits, '_', '-' or '.', starting with a letter or digit."""
+    if _NAME.match(name):
+        return None
+    return (
+        f"name {name!r} must be letters, digits, '_', '-' or '.', starting with a letter or digit"
+    )
 
 
 def parse_named_backend(text: str) -> tuple[str, BackendSpec]:
@@ -99,10 +126,8 @@ def parse_named_backend(text: str) -> tuple[str, BackendSpec]:
     name = name.strip()
     if not eq or not spec:
         raise BackendSpecError(text, "expected NAME=SPEC, e.g. baseline=anthropic")
-    if not _NAME.match(name):
-        raise BackendSpecError(
-            text, f"backend name {name!r} must be letters, digits, '_', '-' or '.'"
-        )
+    if (problem := check_name(name)) is not None:
+        raise BackendSpecError(text, f"backend {problem}")
     return name, parse_backend_spec(spec)
 
 

@@ -8,12 +8,16 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..errors import OutputPathError
+
 
 def write_bytes_atomic(path: Path, data: bytes) -> Path:
     """Write `data` to a temp file in `path`'s directory, then rename it over `path`.
 
     Readers see the old file or the new one, never a partial write.
     """
+    if path.is_dir():
+        raise OutputPathError(path, "is a folder; name a file to write")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

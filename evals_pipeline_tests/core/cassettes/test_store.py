@@ -565,3 +565,15 @@ def test_fifo_serving_from_many_threads_serves_each_answer_once(tmp_path: Path) 
         t.join()
     assert sorted(served) == sorted(f'{{"n": {i}}}' for i in range(400))
     assert len(misses) == 8
+
+
+def test_a_folder_or_a_missing_file_is_named_as_such(tmp_path: Path) -> None:
+    from evals_pipeline.core.cassettes.store import index_cassette
+    from evals_pipeline.core.errors import CassetteNotAFile
+
+    with pytest.raises(CassetteNotAFile) as err:  # had been an IsADirectoryError traceback
+        index_cassette(tmp_path)
+    assert str(err.value) == f"cassette {tmp_path}: is a folder, not a cassette file"
+    with pytest.raises(CassetteCorrupt) as missing:  # still caught as an unusable cassette
+        load_cassette(tmp_path / "nope.jsonl")
+    assert str(missing.value) == f"cassette {tmp_path / 'nope.jsonl'}: file not found"

@@ -68,7 +68,7 @@ def test_describe_drops_user_info_and_query_where_a_key_could_hide() -> None:
 
 @pytest.mark.parametrize(
     "url",
-    ["http://[::1]:8080/v1", "http://LLM.Example:99999/v1", "http://h/v1?", "http://h/v1#"],
+    ["http://[::1]:8080/v1", "http://LLM.Example:9999/v1", "http://h/v1?", "http://h/v1#"],
 )
 def test_describe_shows_a_url_with_nothing_secret_exactly_as_written(url: str) -> None:
     spec = parse_backend_spec(f"oai-http:url={url}")
@@ -78,3 +78,18 @@ def test_describe_shows_a_url_with_nothing_secret_exactly_as_written(url: str) -
 def test_describe_drops_a_fragment_and_keeps_an_ipv6_host() -> None:
     shown = parse_backend_spec("oai-http:url=http://u:k@[::1]:8080/v1#k").describe()
     assert shown == "oai-http:url=http://[::1]:8080/v1"
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("127.0.0.1:8000/v1/chat/completions", "must be http:// or https://"),  # no scheme
+        ("ftp://models.example/v1", "must be http:// or https://"),
+        ("http:///v1", "with a host"),
+        ("http://[::1", "does not parse"),  # had been a raw ValueError
+        ("http://h:http/v1", "does not parse"),
+    ],
+)
+def test_a_url_that_cannot_reach_a_server_is_a_spec_error(url: str, problem: str) -> None:
+    with pytest.raises(BackendSpecError, match=problem):
+        parse_backend_spec(f"oai-http:url={url}")

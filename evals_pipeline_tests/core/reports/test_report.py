@@ -539,3 +539,12 @@ def test_write_report_files_rejects_nan(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         write_report_files({"x": float("nan")}, "", tmp_path, "bad")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_report_is_not_written_over_a_folder(tmp_path: Path) -> None:
+    from evals_pipeline.core.errors import OutputPathError
+    from evals_pipeline.core.reports.files import write_text_atomic
+
+    with pytest.raises(OutputPathError, match="is a folder; name a file to write"):
+        write_text_atomic(tmp_path, "{}")
+    assert not list(tmp_path.parent.glob(f".{tmp_path.name}.*.tmp"))

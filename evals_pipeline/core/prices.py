@@ -1,0 +1,53 @@
+"""The optional prices file: USD per million input and output tokens, by model name.
+
+    {"claude-sonnet-4-6": {"input_per_1m": 3.0, "output_per_1m": 15.0}, "_note": "..."}
+
+Keys starting with "_" are comments. Read when a run is planned (and by `--dry-run`), so a bad
+file is an error naming its field before any paid call, not after the extraction.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from .errors import InputFileError
+from .files import read_input_text, validate_file_model
+
+
+class ModelPrice(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input_per_1m: float
+    output_per_1m: float
+
+    @field_validator("input_per_1m", "output_per_1m")
+    @classmethod
+    def _a_price(cls, value: float) -> float:
+        if not math.isfinite(value) or value < 0:
+            raise ValueError("a price must be a finite number of USD, 0 or more")
+        return value
+
+
+class _PricesFile(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    prices: dict[str, ModelPrice]
+
+
+def load_prices(path: Path | str) -> dict[str, dict[str, float]]:
+    """`{model: {"input_per_1m": …, "output_per_1m": …}}`; InputFileError names what is wrong."""
+    path = Path(path)
+    try:
+        data: Any = json.loads(read_input_text(path))
+    except json.JSONDecodeError as exc:
+        raise InputFileError(path, f"not valid JSON: {exc.msg}", line=exc.lineno) from None
+    if not isinstance(data, dict):
+        raise InputFileError(path, "a prices file is a JSON object of model names")
+    models = {k: v for k, v in data.items() if not k.startswith("_")}
+    checked = validate_file_model(_PricesFile, {"prices": models}, path)
+    return {name: price.model_dump() for name, price in checked.prices.items()}
