@@ -138,7 +138,8 @@ def _select_row(report: Mapping[str, Any], row: str | None, run: str) -> tuple[s
     if row is None:
         if len(names) > 1:
             raise RunReportError(
-                f"run {run} holds {len(names)} rows ({', '.join(names)}); pick one with row_{run} (--row-{run})"
+                f"run {run} holds {len(names)} rows ({', '.join(names)}); "
+                f"pick one with row_{run} (--row-{run})"
             )
         row = names[0]
     elif row not in rows:

@@ -299,6 +299,7 @@ def plan_run(
                     )
             plan.planned_calls[mode] = 2 * (len(mode_keys) - cached) if action == "live" else 0
         backends[name] = plan
+    notes += _large_chunk_notes(episodes, any(b.action == "live" for b in backends.values()))
     judge = judge_plan(config, len(episodes), environ, active)
     if judge_coverage and not any(g.check == "cassette_integrity" for g in guards):
         from .judge.coverage import judge_cache_coverage
@@ -317,6 +318,30 @@ def plan_run(
         notes=notes,
         judge=judge,
     )
+
+
+# ~100,000 tokens of text at ~4 characters a token: past half of a 200k-token context window,
+# before the prompts, the ontology and the reply.
+LARGE_CHUNK_CHARS = 400_000
+
+
+def _large_chunk_notes(episodes: Sequence[Episode], live: bool) -> list[str]:
+    """A note naming chunks whose text is beyond what a live model can be expected to take.
+    They are sent and recorded whole (nothing is cut); a provider refusing one is that chunk's
+    error, in the error rate."""
+    if not live:
+        return []
+    sizes = ((e.name, len(e.body) + sum(map(len, e.context))) for e in episodes)
+    large = [(name, size) for name, size in sizes if size > LARGE_CHUNK_CHARS]
+    if not large:
+        return []
+    shown = ", ".join(f"{name} ({size:,} chars)" for name, size in large[:5])
+    more = f" and {len(large) - 5} more" if len(large) > 5 else ""
+    return [
+        f"{len(large)} chunk(s) hold over {LARGE_CHUNK_CHARS:,} characters of text (~100,000 "
+        f"tokens): {shown}{more}; they are sent whole, and a model whose context they exceed "
+        "will fail them (counted as errors)"
+    ]
 
 
 def check_record_target(path: Path) -> None:

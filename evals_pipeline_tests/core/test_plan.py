@@ -91,3 +91,22 @@ def test_cached_calls_are_not_planned_unless_the_backend_is_being_recorded(
     recorded = plan(make_config(tmp_path, backends, record_cassette={"live": tmp_path / "x.jsonl"}))
     assert recorded.backends["live"].planned_calls == {"freeform": 8, "open": 8, "strict": 8}
     assert recorded.backends["live"].cache_path == cache  # written, never read
+
+
+def test_a_chunk_beyond_a_models_context_is_a_note_for_a_live_run(tmp_path: Path) -> None:
+    from evals_pipeline.core.models import Episode
+    from evals_pipeline.core.plan import LARGE_CHUNK_CHARS, plan_run
+
+    huge = Episode(name="huge", body="word " * (LARGE_CHUNK_CHARS // 5 + 1))
+    small = Episode(name="small", body="Ada met Bob.")
+
+    def notes(backends: dict[str, str]) -> list[str]:
+        config = make_config(tmp_path, backends, modes=("freeform",))
+        return plan_run(
+            config, [small, huge], None, corpus_path="c", corpus_digest="d", environ={}
+        ).notes
+
+    live = notes({"o": "oracle", "live": "oai-http:url=http://127.0.0.1:9"})
+    assert len(live) == 1 and "1 chunk(s) hold over 400,000 characters" in live[0]
+    assert "huge (400,005 chars)" in live[0] and "small" not in live[0]
+    assert notes({"o": "oracle", "p": "oracle"}) == []  # nothing is sent anywhere
