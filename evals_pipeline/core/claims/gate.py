@@ -148,6 +148,7 @@ class GateResult:
     baseline_path: str
     failures: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    scored: int | None = None  # VERIFIED examples scored; 0 leaves micro_f1 meaningless
 
     @property
     def passed(self) -> bool:
@@ -161,8 +162,13 @@ class GateResult:
             )
         assert self.baseline_f1 is not None
         verdict = "PASS" if self.state == "PASS" else "FAIL"
+        measured = (
+            "no VERIFIED example scored"
+            if self.scored == 0
+            else f"counted micro-F1 {self.micro_f1:.3f}"
+        )
         return (
-            f"claim gate {verdict}: counted micro-F1 {self.micro_f1:.3f} vs baseline "
+            f"claim gate {verdict}: {measured} vs baseline "
             f"{self.baseline_f1:.3f} (allowed drop {MAX_F1_DROP})"
         )
 
@@ -252,7 +258,13 @@ def evaluate_gate(
         )
     state: GateState = "FAIL" if failures else "PASS"
     return GateResult(
-        state, f1, baseline.micro.f1, str(baseline_path), tuple(failures), tuple(warnings)
+        state,
+        f1,
+        baseline.micro.f1,
+        str(baseline_path),
+        tuple(failures),
+        tuple(warnings),
+        scored=summary.verified_count,
     )
 
 

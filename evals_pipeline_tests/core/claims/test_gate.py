@@ -223,3 +223,13 @@ def test_a_named_baseline_that_is_missing_is_an_error_not_inactive(recorded: Pat
         run_gate(golden, typo, baseline_required=True)
     with pytest.raises(InputFileError, match="is a folder"):
         read_baseline(recorded)
+
+
+def test_with_no_verified_example_scored_the_headline_claims_no_f1(recorded: Path) -> None:
+    write_current_baseline(recorded)
+    for example_id in ("v-fair", "v-library", "v-negative", "v-vote"):
+        recording_path(recorded / "recordings", example_id).unlink()
+    state, text = gate(recorded)
+    # The empty pool's F1 is 1.0 by convention; the headline had printed it as the score.
+    assert state == "FAIL" and "claim gate FAIL: no VERIFIED example scored vs baseline" in text
+    assert "counted micro-F1 1.000" not in text
