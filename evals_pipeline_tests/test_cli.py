@@ -180,7 +180,7 @@ def test_a_bad_prices_file_fails_the_plan(
     config.write_text(yaml.safe_dump(data))
     assert main(["--config", str(config), "--dry-run"]) == 2  # had been read after extraction
     err = capsys.readouterr().err
-    assert f"{prices} [prices.m.input_per_1m]" in err and "finite number" in err
+    assert f"{prices} [m.input_per_1m]" in err and "finite number" in err
 
 
 def test_an_empty_corpus_is_an_error_not_a_perfect_score(

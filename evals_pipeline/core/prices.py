@@ -13,10 +13,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from .errors import InputFileError
-from .files import read_input_text, validate_file_model
+from .files import field_path, read_input_text
 
 
 class ModelPrice(BaseModel):
@@ -33,12 +33,6 @@ class ModelPrice(BaseModel):
         return value
 
 
-class _PricesFile(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    prices: dict[str, ModelPrice]
-
-
 def load_prices(path: Path | str) -> dict[str, dict[str, float]]:
     """`{model: {"input_per_1m": …, "output_per_1m": …}}`; InputFileError names what is wrong."""
     path = Path(path)
@@ -48,6 +42,14 @@ def load_prices(path: Path | str) -> dict[str, dict[str, float]]:
         raise InputFileError(path, f"not valid JSON: {exc.msg}", line=exc.lineno) from None
     if not isinstance(data, dict):
         raise InputFileError(path, "a prices file is a JSON object of model names")
-    models = {k: v for k, v in data.items() if not k.startswith("_")}
-    checked = validate_file_model(_PricesFile, {"prices": models}, path)
-    return {name: price.model_dump() for name, price in checked.prices.items()}
+    out: dict[str, dict[str, float]] = {}
+    for name, value in data.items():
+        if name.startswith("_"):
+            continue
+        try:
+            out[name] = ModelPrice.model_validate(value).model_dump()
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = field_path((name, *first["loc"]))  # the file's own path to the value
+            raise InputFileError(path, first["msg"], field=where) from None
+    return out

@@ -86,9 +86,12 @@ async def run_each(
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
     gate = asyncio.Semaphore(concurrency)
+    stopped: list[BaseException] = []  # an error that is not one chunk's: start no more calls
 
     async def one(index: int, episode: Episode) -> None:
         async with gate:
+            if stopped:
+                raise stopped[0]
             try:
                 run = ChunkRun(episode, await extractor.extract(episode, options))
             except ExtractionFailed as exc:
@@ -99,6 +102,11 @@ async def run_each(
                 if not tolerate_misses:
                     raise
                 run = ChunkRun(episode, None, str(exc), type(exc).__name__)
+            except Exception as exc:
+                # A full disk, a read-only cassette, a bug: the chunks still waiting would each
+                # make (and pay for) a call that cannot be recorded. Those in flight finish.
+                stopped.append(exc)
+                raise
         on_done(index, run)
 
     # A replay allocates models by the hundred thousand, none of them in a cycle: for a local
@@ -110,9 +118,9 @@ async def run_each(
             await _one_after_another(one, episodes)
         return
     with fewer_gc_passes():
-        # Every chunk runs to its end before the first error is raised: a sibling still in
-        # flight would otherwise outlive its step, its client closed under it, and the calls
-        # it had paid for would go unrecorded.
+        # Every chunk in flight runs to its end before the first error is raised: it would
+        # otherwise outlive its step, its client closed under it, and the calls it had paid
+        # for would go unrecorded. Chunks not yet started do not start after such an error.
         outcomes = await asyncio.gather(
             *(one(i, e) for i, e in enumerate(episodes)), return_exceptions=True
         )

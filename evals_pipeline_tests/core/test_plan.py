@@ -110,3 +110,16 @@ def test_a_chunk_beyond_a_models_context_is_a_note_for_a_live_run(tmp_path: Path
     assert len(live) == 1 and "1 chunk(s) hold over 400,000 characters" in live[0]
     assert "huge (400,005 chars)" in live[0] and "small" not in live[0]
     assert notes({"o": "oracle", "p": "oracle"}) == []  # nothing is sent anywhere
+
+
+def test_a_record_target_mid_append_is_not_corrupt(tmp_path: Path) -> None:
+    from evals_pipeline.core.errors import CassetteCorrupt
+    from evals_pipeline.core.plan import check_record_target
+
+    first = RULES.read_bytes().split(b"\n")[0] + b"\n"
+    target = tmp_path / "rec.jsonl"
+    target.write_bytes(first + first[:40])  # another run's record, half written so far
+    check_record_target(target)
+    target.write_bytes(first[:40] + b"\n" + first)  # a torn line that was ended: corrupt
+    with pytest.raises(CassetteCorrupt):
+        check_record_target(target)

@@ -138,25 +138,29 @@ def test_a_local_run_tries_every_chunk_then_raises_the_first_miss() -> None:
 
 
 class _Breaks(_Probe):
-    """A network extractor whose first chunk fails at once with an unexpected error while the
-    others are still waiting on their replies."""
+    """A network extractor whose third chunk fails with an unexpected error (a full disk, a
+    bug) while the first two are still waiting on their replies and two more are queued."""
 
     def __init__(self) -> None:
         super().__init__(local=False)
+        self.started: list[str] = []
         self.finished: list[str] = []
         self.closed_after: list[str] = []
 
     async def extract(self, episode: Episode, options: ExtractOptions) -> ExtractionOutcome:
-        if episode.name == "c0":
+        self.started.append(episode.name)
+        if episode.name == "c2":
+            await asyncio.sleep(0.01)
             raise RuntimeError("a bug in one chunk")
         await asyncio.sleep(0.05)
         self.finished.append(episode.name)
         return await super().extract(episode, options)
 
 
-def test_a_network_run_lets_every_chunk_finish_before_raising() -> None:
+def test_a_network_run_finishes_its_calls_in_flight_and_starts_no_more() -> None:
     """The extractor is closed when the run ends: a chunk still in flight then would lose its
-    reply (paid for, never recorded) and call a closed client."""
+    reply (paid for, never recorded) and call a closed client; a chunk not yet started would
+    make a call that cannot be recorded either."""
     episodes = [Episode(name=f"c{i}", body="text") for i in range(5)]
     probe = _Breaks()
     done: list[str] = []
@@ -164,12 +168,16 @@ def test_a_network_run_lets_every_chunk_finish_before_raising() -> None:
     async def run() -> None:
         try:
             await extract_all(
-                probe, episodes, ExtractOptions(), on_done=lambda r: done.append(r.episode.name)
+                probe,
+                episodes,
+                ExtractOptions(),
+                concurrency=3,
+                on_done=lambda r: done.append(r.episode.name),
             )
         finally:
             probe.closed_after = list(probe.finished)
 
     with pytest.raises(RuntimeError, match="a bug in one chunk"):
         run_sync(run)
-    assert probe.closed_after == ["c1", "c2", "c3", "c4"]
-    assert sorted(done) == ["c1", "c2", "c3", "c4"]
+    assert probe.closed_after == ["c0", "c1"] and sorted(done) == ["c0", "c1"]
+    assert probe.started == ["c0", "c1", "c2"]  # c3 and c4 never called

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from string import Template
 from typing import Any
 
+from ..prompts import fenced_text
+
 CLAIM_PROMPT_VERSION = "claims/1"
 
 CLAIM_SYSTEM_PROMPT = """You extract checkable factual claims from civic and news text.
@@ -103,7 +105,8 @@ class ClaimPrompt:
 
     def render_user(self, text: str) -> str:
         return Template(self.user_template).substitute(
-            schema=json.dumps(self.schema, indent=2, sort_keys=True), text=text
+            schema=json.dumps(self.schema, indent=2, sort_keys=True),
+            text=fenced_text(text),  # the text cannot close its own <document> fence
         )
 
 

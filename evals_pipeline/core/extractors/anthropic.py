@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from ..errors import ConfigError, MalformedReply, TransportError
 from ..models import Attempt, ChatRequest
 from .base import LoopBound, Reply
-from .retries import RETRYABLE_STATUS, Retryable, retry_after_seconds, with_retries
+from .retries import Retryable, retry_after_seconds, retryable_status, with_retries
 
 if TYPE_CHECKING:
     import anthropic
@@ -47,6 +47,7 @@ async def messages_call(
     max_retries: int,
     backoff_s: float = 0.5,
     max_backoff_s: float = 8.0,
+    max_retry_after_s: float = 60.0,
 ) -> tuple[Attempt, str]:
     """One Messages call with bounded retries: the reply as an Attempt, and its raw body.
 
@@ -68,10 +69,13 @@ async def messages_call(
                 )
                 body = await raw.text()
         except anthropic.APIStatusError as exc:
+            body = exc.response.text
+            if len(key := client.api_key or "") >= 8:  # a proxy may echo the key
+                body = body.replace(key, "***")
             error = TransportError(
-                f"{label} HTTP {exc.status_code}", status=exc.status_code, body=exc.response.text
+                f"{label} HTTP {exc.status_code}", status=exc.status_code, body=body
             )
-            if exc.status_code in RETRYABLE_STATUS:
+            if retryable_status(exc.status_code):
                 raise Retryable(error, retry_after_seconds(exc.response.headers)) from exc
             raise error from None
         except (anthropic.APITimeoutError, TimeoutError) as exc:
@@ -88,7 +92,11 @@ async def messages_call(
         return await _message_attempt(raw, body, label, max_tokens, latency_ms), body
 
     return await with_retries(
-        once, max_retries=max_retries, backoff_s=backoff_s, max_backoff_s=max_backoff_s
+        once,
+        max_retries=max_retries,
+        backoff_s=backoff_s,
+        max_backoff_s=max_backoff_s,
+        max_retry_after_s=max_retry_after_s,
     )
 
 
@@ -135,6 +143,7 @@ class AnthropicTransport:
         max_retries: int = 2,
         backoff_s: float = 0.5,
         max_backoff_s: float = 8.0,
+        max_retry_after_s: float = 60.0,
     ) -> None:
         key = api_key or os.environ.get(API_KEY_ENV)
         if not key:
@@ -147,6 +156,7 @@ class AnthropicTransport:
         self._max_retries = max_retries
         self._backoff_s = backoff_s
         self._max_backoff_s = max_backoff_s
+        self._max_retry_after_s = max_retry_after_s
         self._clients = LoopBound(lambda: new_client(self._key, self._base_url, self._timeout_s))
 
     async def complete(self, request: ChatRequest) -> Reply:
@@ -161,6 +171,7 @@ class AnthropicTransport:
             max_retries=self._max_retries,
             backoff_s=self._backoff_s,
             max_backoff_s=self._max_backoff_s,
+            max_retry_after_s=self._max_retry_after_s,
         )
         return Reply(attempt=attempt, raw_body=body)
 

@@ -21,7 +21,7 @@ from httpx_aiohttp import AiohttpTransport
 from ..errors import MalformedReply, TransportError
 from ..models import Attempt, ChatRequest
 from .base import LoopBound, Reply
-from .retries import RETRYABLE_STATUS, Retryable, retry_after_seconds, with_retries
+from .retries import Retryable, retry_after_seconds, retryable_status, with_retries
 
 API_KEY_ENV = "EVALS_OAI_API_KEY"
 
@@ -42,12 +42,15 @@ def _without_url_secrets(text: str) -> str:
     return _BASIC_AUTH_IN_TEXT.sub("BasicAuth(...)", _URL_IN_TEXT.sub(r"\1\2", text))
 
 
+_SECRET_MIN_LEN = 8
+
+
 def _without_secrets(text: str, secrets: tuple[str, ...]) -> str:
     """`text` with URL credentials and query strings, Basic auth objects, and each known secret
     (the API key, a URL's or a proxy's password) removed, wherever they appear."""
     text = _without_url_secrets(text)
     for secret in secrets:
-        if secret:
+        if len(secret) >= _SECRET_MIN_LEN:  # a placeholder key ("x", "EMPTY") is no secret
             text = text.replace(secret, "***")
     return text
 
@@ -102,7 +105,8 @@ class OpenAICompatTransport:
     """Chat completions with bounded retries on 408/409/429/5xx, timeouts, resets, short bodies
     and malformed responses.
 
-    The wait honours Retry-After (capped at `max_backoff_s`), else doubles from `backoff_s`.
+    The waits follow `retries.py`: Retry-After up to `max_retry_after_s`, else a backoff doubling
+    from `backoff_s` up to `max_backoff_s`.
     """
 
     def __init__(
@@ -116,6 +120,7 @@ class OpenAICompatTransport:
         max_retries: int = 2,
         backoff_s: float = 0.5,
         max_backoff_s: float = 8.0,
+        max_retry_after_s: float = 60.0,
         temperature: float = 0.0,
     ) -> None:
         self.provider = "oai-uds" if uds_path else "oai-http"
@@ -128,6 +133,7 @@ class OpenAICompatTransport:
         self._max_retries = max_retries
         self._backoff_s = backoff_s
         self._max_backoff_s = max_backoff_s
+        self._max_retry_after_s = max_retry_after_s
         self._temperature = temperature
         self._uds_path = uds_path
         self._timeout_s = timeout_s
@@ -174,6 +180,7 @@ class OpenAICompatTransport:
             max_retries=self._max_retries,
             backoff_s=self._backoff_s,
             max_backoff_s=self._max_backoff_s,
+            max_retry_after_s=self._max_retry_after_s,
         )
 
     async def _send_once(self, request: ChatRequest) -> Reply:
@@ -201,9 +208,9 @@ class OpenAICompatTransport:
             error = TransportError(
                 f"{self.provider} HTTP {response.status_code}",
                 status=response.status_code,
-                body=body,
+                body=_without_secrets(body, self._secrets),  # a proxy may echo the key
             )
-            if response.status_code in RETRYABLE_STATUS:
+            if retryable_status(response.status_code):
                 raise Retryable(error, retry_after_seconds(response.headers))
             raise error
         return Reply(attempt=self._attempt(body, request, latency_ms), raw_body=body)

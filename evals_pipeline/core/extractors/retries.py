@@ -1,15 +1,17 @@
 """Bounded retries for the live transports (OpenAI-compatible, Anthropic, the judge).
 
-One policy for every provider: 408/409/429/5xx/529, timeouts, resets and short bodies are tried
-again at most `max_retries` times; the wait honours Retry-After but never passes `max_backoff_s`
-(a server asking for a day, or for `nan`, gets the cap or the backoff), else it doubles from
-`backoff_s`. The anthropic SDK's own retries are turned off for this: it honours any
-Retry-After up to ~50 days.
+One policy for every provider: 408/409/429 and every 5xx (529 included), timeouts, resets and
+short bodies are tried again at most `max_retries` times. The wait honours Retry-After up to
+`max_retry_after_s` (60 s: a rate limit often asks for 20-60 s; a server asking for a day, or
+for `nan`, gets the cap or the backoff); otherwise it doubles from `backoff_s` up to
+`max_backoff_s`, with jitter so concurrent calls do not retry in lockstep. The anthropic SDK's
+own retries are turned off for this: it honours any Retry-After up to ~50 days.
 """
 
 from __future__ import annotations
 
 import math
+import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from email.utils import parsedate_to_datetime
@@ -21,7 +23,11 @@ from ..errors import EvalsError
 
 T = TypeVar("T")
 
-RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+RETRYABLE_STATUS = frozenset({408, 409, 429})  # and every status from 500 up
+
+
+def retryable_status(status: int) -> bool:
+    return status in RETRYABLE_STATUS or status >= 500
 
 
 class Retryable(Exception):
@@ -64,6 +70,7 @@ async def with_retries(
     max_retries: int,
     backoff_s: float,
     max_backoff_s: float,
+    max_retry_after_s: float = 60.0,
 ) -> T:
     """`attempt()` until it returns, raises something other than Retryable, or has been tried
     `max_retries + 1` times; then the last Retryable's error is raised."""
@@ -71,8 +78,9 @@ async def with_retries(
     def wait(retry_state: Any) -> float:
         exc = retry_state.outcome.exception() if retry_state.outcome else None
         if isinstance(exc, Retryable) and exc.retry_after is not None:
-            return min(exc.retry_after, max_backoff_s)
-        return min(backoff_s * 2 ** (retry_state.attempt_number - 1), max_backoff_s)
+            return min(exc.retry_after, max_retry_after_s)
+        backoff = min(backoff_s * 2 ** (retry_state.attempt_number - 1), max_backoff_s)
+        return backoff * random.uniform(0.75, 1.0)
 
     retrying = AsyncRetrying(
         stop=stop_after_attempt(max_retries + 1),

@@ -10,6 +10,7 @@ import json
 from string import Template
 
 from ..models import ExtractionResult
+from ..prompts import fenced_text
 
 AXES = ("entities", "edges", "summaries")
 JUDGE_PROMPT_VERSION = "judge/1"
@@ -72,7 +73,7 @@ def render_reference(
 ) -> tuple[str, str, str]:
     """(prompt name, system, user) of one reference-mode judge call."""
     user = REFERENCE_USER.substitute(
-        body=body,
+        body=fenced_text(body),  # the text cannot close its own fence
         axis=axis,
         reference=_numbered(axis_items(reference, axis)),
         candidate=_numbered(axis_items(candidate, axis)),
@@ -85,7 +86,7 @@ def render_pairwise(
 ) -> tuple[str, str, str]:
     """(prompt name, system, user) of one blind pairwise judge call."""
     user = PAIRWISE_USER.substitute(
-        body=body,
+        body=fenced_text(body),  # the text cannot close its own fence
         axis=axis,
         a=_listed(axis_items(slot_a, axis)),
         b=_listed(axis_items(slot_b, axis)),

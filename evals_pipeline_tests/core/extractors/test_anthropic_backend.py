@@ -273,7 +273,7 @@ def test_truncation_exhausted_on_edges_keeps_entities(server: LoopbackLLMServer)
 # -- HTTP failures and retries -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("status", [429, 529])
+@pytest.mark.parametrize("status", [429, 529, 520])
 def test_retryable_status_then_success(server: LoopbackLLMServer, status: int) -> None:
     server.enqueue(anthropic_error(status, retry_after=RETRY_FAST), _msg(ENTITIES), _msg(EDGES))
     outcome = _extract(_extractor(server, max_retries=2))
@@ -332,7 +332,7 @@ def test_timeout_is_http_error_after_bounded_attempts(server: LoopbackLLMServer)
 def test_a_retry_after_of_an_hour_waits_only_the_cap(server: LoopbackLLMServer) -> None:
     # The SDK's own retries would sleep for whatever Retry-After says, up to ~50 days.
     server.enqueue(anthropic_error(529, retry_after=3600), _msg(ENTITIES), _msg(EDGES))
-    extractor = _extractor(server, max_backoff_s=0.05)
+    extractor = _extractor(server, max_retry_after_s=0.05)
 
     async def go() -> ExtractionOutcome:
         try:

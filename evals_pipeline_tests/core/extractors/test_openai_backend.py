@@ -323,7 +323,7 @@ def test_truncation_exhausted_on_edges_keeps_entities(server: LoopbackLLMServer)
 # -- HTTP failures and retries ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("status", [429, 529, 503, 408])
+@pytest.mark.parametrize("status", [429, 529, 503, 408, 501, 520])
 def test_retryable_status_then_success(server: LoopbackLLMServer, status: int) -> None:
     server.enqueue(
         openai_error(status, retry_after=RETRY_FAST), _completion(ENTITIES), _completion(EDGES)
@@ -348,9 +348,9 @@ def test_retry_after_is_honoured_over_backoff(server: LoopbackLLMServer) -> None
     assert all(b - a < 1.0 for a, b in itertools.pairwise(arrivals))
 
 
-def test_retry_after_is_capped_by_max_backoff(server: LoopbackLLMServer) -> None:
+def test_retry_after_is_capped_by_max_retry_after(server: LoopbackLLMServer) -> None:
     server.enqueue(openai_error(429, retry_after=30), _completion(ENTITIES), _completion(EDGES))
-    _extract(_extractor(server, max_backoff_s=0.01))
+    _extract(_extractor(server, max_retry_after_s=0.01))
     assert server.requests[1].received_at - server.requests[0].received_at < 1.0
 
 
@@ -810,3 +810,41 @@ def test_a_missing_unix_socket_is_named(uds_dir: Path) -> None:
     assert isinstance(failure, FailureRecord)
     assert f"socket {socket_path}" in failure.raw_body
     assert "FileNotFoundError" in failure.raw_body
+
+
+def test_retry_after_waits_up_to_a_minute_and_the_backoff_has_jitter() -> None:
+    from evals_pipeline.core.errors import TransportError
+    from evals_pipeline.core.extractors import retries
+
+    waits: list[float] = []
+    calls = 0
+
+    async def attempt() -> str:
+        nonlocal calls
+        calls += 1
+        raise retries.Retryable(TransportError("429"), 45.0 if calls == 1 else None)
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    async def go() -> None:
+        from unittest import mock
+
+        with mock.patch("asyncio.sleep", sleep):
+            await retries.with_retries(attempt, max_retries=3, backoff_s=1.0, max_backoff_s=8.0)
+
+    with pytest.raises(TransportError):
+        run_sync(go)
+    # A rate limit asking for 45 s gets 45 s (the 8 s cap had burned the retries inside it);
+    # the backoff after it doubles, each wait shortened by up to a quarter.
+    assert waits[0] == 45.0
+    assert 0.75 * 2.0 <= waits[1] <= 2.0 and 0.75 * 4.0 <= waits[2] <= 4.0
+    assert retries.retryable_status(520) and not retries.retryable_status(404)
+
+
+def test_an_error_body_that_echoes_the_key_is_redacted(server: LoopbackLLMServer) -> None:
+    echo = Reply(status=400, raw=f'{{"error": "bad key Bearer {TEST_OAI_KEY}"}}'.encode())
+    server.enqueue(echo)
+    failure = _failure(_extractor(server, max_retries=0)).failure
+    assert isinstance(failure, FailureRecord)
+    assert TEST_OAI_KEY not in failure.raw_body and "Bearer ***" in failure.raw_body
