@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from ..errors import ConfigError, MalformedReply, TransportError
 from ..models import Attempt, ChatRequest
 from .base import LoopBound, Reply
+from .redaction import redacted
 from .retries import Retryable, retry_after_seconds, retryable_status, with_retries
 
 if TYPE_CHECKING:
@@ -69,9 +70,7 @@ async def messages_call(
                 )
                 body = await raw.text()
         except anthropic.APIStatusError as exc:
-            body = exc.response.text
-            if len(key := client.api_key or "") >= 8:  # a proxy may echo the key
-                body = body.replace(key, "***")
+            body = redacted(exc.response.text, (client.api_key,))  # a proxy may echo the key
             error = TransportError(
                 f"{label} HTTP {exc.status_code}", status=exc.status_code, body=body
             )

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import ssl
 import time
 import urllib.request
@@ -21,38 +20,13 @@ from httpx_aiohttp import AiohttpTransport
 from ..errors import MalformedReply, TransportError
 from ..models import Attempt, ChatRequest
 from .base import LoopBound, Reply
+from .redaction import redacted
 from .retries import Retryable, retry_after_seconds, retryable_status, with_retries
 
 API_KEY_ENV = "EVALS_OAI_API_KEY"
 
 # Connections per event loop: httpx's default cap.
 MAX_CONNECTIONS = 100
-
-
-# A URL in an error message, split so its user info and query string (where a key can hide) can
-# be dropped: aiohttp puts the request URL in some messages ("Connection timeout to host ...").
-_URL_IN_TEXT = re.compile(r"(\w[\w+.-]*://)(?:[^/\s@'\"]*@)?([^\s?#'\"]*)(?:[?#][^\s'\")]*)?")
-
-
-# aiohttp's ConnectionKey (in a connection error's repr) carries the proxy's credentials.
-_BASIC_AUTH_IN_TEXT = re.compile(r"BasicAuth\([^)]*\)")
-
-
-def _without_url_secrets(text: str) -> str:
-    return _BASIC_AUTH_IN_TEXT.sub("BasicAuth(...)", _URL_IN_TEXT.sub(r"\1\2", text))
-
-
-_SECRET_MIN_LEN = 8
-
-
-def _without_secrets(text: str, secrets: tuple[str, ...]) -> str:
-    """`text` with URL credentials and query strings, Basic auth objects, and each known secret
-    (the API key, a URL's or a proxy's password) removed, wherever they appear."""
-    text = _without_url_secrets(text)
-    for secret in secrets:
-        if len(secret) >= _SECRET_MIN_LEN:  # a placeholder key ("x", "EMPTY") is no secret
-            text = text.replace(secret, "***")
-    return text
 
 
 def _environment_proxy(url: httpx.URL) -> httpx.Proxy | None:
@@ -98,7 +72,7 @@ def _transport_failure(
     else:
         timed_out, shown = isinstance(exc, httpx.TimeoutException | TimeoutError), repr(exc)
     kind = "timeout" if timed_out else "transport error"
-    return TransportError(f"{provider} {kind}: {_without_secrets(shown, secrets)}")
+    return TransportError(f"{provider} {kind}: {redacted(shown, secrets)}")
 
 
 class OpenAICompatTransport:
@@ -208,7 +182,7 @@ class OpenAICompatTransport:
             error = TransportError(
                 f"{self.provider} HTTP {response.status_code}",
                 status=response.status_code,
-                body=_without_secrets(body, self._secrets),  # a proxy may echo the key
+                body=redacted(body, self._secrets),  # a proxy may echo the key
             )
             if retryable_status(response.status_code):
                 raise Retryable(error, retry_after_seconds(response.headers))

@@ -1,0 +1,34 @@
+"""Keeping credentials out of errors, error bodies, sidecars and logs.
+
+Shared by the live transports: whatever a provider, a proxy or a connection error says back is
+passed through `redacted` before it becomes a message or a failure record.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+# A URL in an error message, split so its user info and query string (where a key can hide) can
+# be dropped: aiohttp puts the request URL in some messages ("Connection timeout to host ...").
+_URL_IN_TEXT = re.compile(r"(\w[\w+.-]*://)(?:[^/\s@'\"]*@)?([^\s?#'\"]*)(?:[?#][^\s'\")]*)?")
+# aiohttp's ConnectionKey (in a connection error's repr) carries the proxy's credentials.
+_BASIC_AUTH_IN_TEXT = re.compile(r"BasicAuth\([^)]*\)")
+# A placeholder key ("x", "EMPTY", common for local servers) is no secret: replacing it would
+# turn every message into asterisks.
+SECRET_MIN_LEN = 8
+
+
+def without_url_secrets(text: str) -> str:
+    """`text` with any URL's user info, query string and fragment, and Basic auth objects, gone."""
+    return _BASIC_AUTH_IN_TEXT.sub("BasicAuth(...)", _URL_IN_TEXT.sub(r"\1\2", text))
+
+
+def redacted(text: str, secrets: Iterable[str | None]) -> str:
+    """`without_url_secrets(text)` with each known secret (an API key, a URL's or a proxy's
+    password) replaced by `***` wherever it appears."""
+    text = without_url_secrets(text)
+    for secret in secrets:
+        if secret is not None and len(secret) >= SECRET_MIN_LEN:
+            text = text.replace(secret, "***")
+    return text
