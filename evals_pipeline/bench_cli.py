@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .cli import named_paths
+from .cli import named_paths, positive_int
 from .core.bench.gold import GoldCorpus, load_gold
 from .core.config import BenchConfig, EvalsConfig
 from .core.errors import EvalsError
@@ -44,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ontology-mode", choices=list(ONTOLOGY_MODES), default="strict")
     p.add_argument("--out", type=Path, default=Path("bench-results"))
     p.add_argument("--cache-dir", type=Path, default=Path(".evals_cache"))
-    p.add_argument("--concurrency", type=int, default=8)
+    p.add_argument("--concurrency", type=positive_int, default=8)
     p.add_argument("--prices", type=Path, help='JSON {"<model>": {"input_per_1m": …, …}}')
     p.add_argument("--record-cassette", action="append", default=[], metavar="NAME=PATH")
     p.add_argument("--dry-run", action="store_true", help="print the plan; call and write nothing")
@@ -87,8 +87,6 @@ def bench_plan(config: EvalsConfig, golds: Sequence[GoldCorpus]) -> str:
 
 
 def bench_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> EvalsConfig:
-    if args.concurrency < 1:
-        parser.error("--concurrency must be at least 1")
     backends = {ORACLE: ORACLE}
     for item in args.backend:
         name, spec = parse_named_backend(item)

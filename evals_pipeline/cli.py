@@ -48,6 +48,15 @@ def positive_int(text: str) -> int:
     return value
 
 
+def output_file(text: str) -> Path:
+    """An argparse type: a path to write a file at, not a folder (the write comes after the
+    run, so a folder there would waste it)."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder; name a file to write")
+    return path
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="evals-pipeline",
@@ -65,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ontology", type=Path)
     p.add_argument("--ontology-mode", choices=[m for m in ONTOLOGY_MODES if m != "freeform"])
     p.add_argument("--record-cassette", action="append", default=[], metavar="NAME=PATH")
-    p.add_argument("--output", type=Path, help="also write the report JSON here")
+    p.add_argument("--output", type=output_file, help="also write the report JSON here")
     p.add_argument("--output-dir", type=Path, help="default reports")
     p.add_argument("--cache-dir", type=Path, help="default .evals_cache")
     p.add_argument("--concurrency", type=positive_int, help="live calls in flight (default 8)")
@@ -204,8 +213,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return result
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.output is not None and args.output.is_dir():
-        parser.error(f"--output {args.output} is a folder; name a file to write")
     try:
         config = _config(args, parser)
         if args.dry_run:

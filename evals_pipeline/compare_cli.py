@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .cli import positive_int
+from .cli import output_file, positive_int
 from .core.compare import compare_runs, load_run_report, render_comparison
 from .core.errors import EvalsError
 
@@ -31,10 +31,10 @@ def main(argv: Sequence[str]) -> int:
     )
     p.add_argument("--resamples", type=positive_int, default=10_000)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", type=Path, metavar="PATH", help="also write the comparison as JSON")
+    p.add_argument(
+        "--json", type=output_file, metavar="PATH", help="also write the comparison as JSON"
+    )
     args = p.parse_args(argv)
-    if args.json is not None and args.json.is_dir():
-        p.error(f"--json {args.json} is a folder; name a file to write")
     try:
         result = compare_runs(
             load_run_report(args.a),

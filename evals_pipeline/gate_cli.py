@@ -23,6 +23,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from .cli import output_file, positive_int
 from .core.claims.extractor import transport_from_spec
 from .core.claims.gate import (
     BaselineRefused,
@@ -56,9 +57,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=["replay", "live"], default="replay")
     p.add_argument("--record", action="store_true", help="with --mode live: refresh recordings")
     p.add_argument("--backend", metavar="NAME=SPEC", help="live backend, e.g. main=anthropic")
-    p.add_argument("--concurrency", type=int, default=4, help="live calls in flight (default 4)")
+    p.add_argument(
+        "--concurrency", type=positive_int, default=4, help="live calls in flight (default 4)"
+    )
     p.add_argument("--write-baseline", action="store_true", help="write the baseline from replay")
-    p.add_argument("--output", type=Path, help="also write scores and gate state as JSON")
+    p.add_argument("--output", type=output_file, help="also write scores and gate state as JSON")
     return p
 
 
@@ -120,10 +123,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--mode live needs --backend NAME=SPEC (anthropic, oai-http or oai-uds)")
     if args.backend is not None and args.mode != "live":
         parser.error("--backend is only used with --mode live --record")
-    if args.concurrency < 1:
-        parser.error("--concurrency must be at least 1")
-    if args.output is not None and args.output.is_dir():
-        parser.error(f"--output {args.output} is a folder; name a file to write")
     try:
         golden_dir, baseline_path, named = _paths(args)
         failed_calls = _record(args, golden_dir) if args.mode == "live" else 0
