@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .corpus import Chunk
 from .errors import InputFileError
-from .files import field_path, jsonl_lines, load_yaml, validate_file_model
+from .files import field_path, jsonl_lines, load_yaml, read_input_bytes, validate_file_model
 from .models import Edge, Entity, Episode, ExtractionResult
 from .ontology import EntityType, Ontology, RelationType
 
@@ -102,10 +102,7 @@ def category_of(chunk: Chunk) -> str:
 def load_webnlg(path: Path | str) -> WebNLGCorpus:
     """Load a file of the `dev.jsonl` format; every bad line is an InputFileError naming it."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputFileError(path, "file not found") from None
+    data = read_input_bytes(path)
     chunks: list[Chunk] = []
     categories: dict[str, None] = {}
     first_line: dict[str, int] = {}

@@ -244,6 +244,12 @@ def test_missing_file(tmp_path: Path) -> None:
         load_webnlg(tmp_path / "absent.jsonl")
 
 
+def test_folder_is_named_not_a_traceback(tmp_path: Path) -> None:
+    with pytest.raises(InputFileError, match="is a folder") as err:
+        load_webnlg(tmp_path)
+    assert err.value.path == tmp_path
+
+
 def test_ontology_errors_name_line_or_field(tmp_path: Path) -> None:
     path = tmp_path / "Bad.yaml"
     path.write_text("category: Bad\nrelations: [\n", encoding="utf-8")

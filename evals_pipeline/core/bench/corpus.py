@@ -23,7 +23,7 @@ from typing import Any, Literal, NoReturn
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import InputFileError
-from ..files import field_path, jsonl_lines, load_yaml
+from ..files import field_path, jsonl_lines, load_yaml, read_input_bytes
 from ..models import Edge, Entity, ExtractionResult, PropertyValue
 from ..ontology import EntityType, Ontology, load_ontology
 from .values import is_canonical, normalise_text, states
@@ -213,13 +213,6 @@ def _case_dirs(root: Path) -> list[Path]:
     return sorted(p.parent for p in root.glob("*/*/case.yaml"))
 
 
-def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise InputFileError(path, "file not found") from None
-
-
 def corpus_digest(root: Path | str, schema_dir: Path | str | None = None) -> str:
     """sha256 over every case file, every schema and SPLITS.yaml, in sorted path order."""
     root = Path(root)
@@ -227,12 +220,12 @@ def corpus_digest(root: Path | str, schema_dir: Path | str | None = None) -> str
         Path(schema_dir) if schema_dir is not None else root.parent.parent / "ontologies" / "bench"
     )
     entries = [
-        (f"cases/{d.relative_to(root).as_posix()}/{name}", _read(d / name))
+        (f"cases/{d.relative_to(root).as_posix()}/{name}", read_input_bytes(d / name))
         for d in _case_dirs(root)
         for name in CASE_FILES
     ]
     entries += [(f"schemas/{p.name}", p.read_bytes()) for p in sorted(schemas.glob("*.yaml"))]
-    entries.append((f"cases/{SPLITS_FILE}", _read(root / SPLITS_FILE)))
+    entries.append((f"cases/{SPLITS_FILE}", read_input_bytes(root / SPLITS_FILE)))
     return _hash(entries)
 
 
@@ -272,7 +265,7 @@ def _load_splits(root: Path, known: set[str]) -> dict[str, Split]:
 def _load_episodes(path: Path) -> list[_EpisodeLine]:
     out: list[_EpisodeLine] = []
     seen: set[str] = set()
-    for lineno, text in jsonl_lines(path, _read(path)):
+    for lineno, text in jsonl_lines(path, read_input_bytes(path)):
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as exc:

@@ -237,3 +237,15 @@ def test_non_utf8_episodes_name_the_file_and_line(tmp_path: Path) -> None:
         load_bench_corpus(root)
     assert err.value.path == episodes and err.value.line == 2
     assert "not UTF-8" in err.value.problem
+
+
+def test_a_folder_where_a_case_file_goes_is_named(tmp_path: Path) -> None:
+    root = write_corpus(tmp_path)
+    episodes = root / "mini" / "rail" / "episodes.jsonl"
+    episodes.unlink()
+    episodes.mkdir()
+    with pytest.raises(InputFileError, match="is a folder") as err:
+        load_bench_corpus(root)
+    assert err.value.path == episodes
+    with pytest.raises(InputFileError, match="is a folder"):
+        corpus_digest(root)
