@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from json.encoder import encode_basestring as _encode
 from string import Template
+from xml.sax.saxutils import escape as xml_escape
 
 from .memo import IdentityMemo
 from .models import Entity, Episode
@@ -181,13 +182,12 @@ def fenced_text(text: str) -> str:
     return _FENCE_CLOSE.sub(r"<\\/", text) if "</" in text else text
 
 
+_QUOTE = {'"': "&quot;"}
+
+
 def _attribute(value: str) -> str:
-    """An XML attribute value: `"`, `<`, `>` and `&` escaped."""
-    if not any(c in value for c in '&<>"'):
-        return value
-    return (
-        value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
-    )
+    """An XML attribute value for a double-quoted attribute: `"`, `<`, `>` and `&` escaped."""
+    return xml_escape(value, _QUOTE)
 
 
 def _episode_vars(episode: Episode) -> dict[str, str]:
