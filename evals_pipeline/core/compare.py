@@ -41,7 +41,6 @@ comparison is refused (`ComparisonRefused`).
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -52,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from .errors import EvalsError, InputFileError
-from .files import read_input_text
+from .files import parse_json, read_input_text
 from .statistics_bootstrap import paired_bootstrap_deltas, pooled_rate
 
 # Rate name -> (numerator, denominator). Each side is a count name, or several joined by "+".
@@ -108,12 +107,7 @@ def load_run_report(path: Path | str) -> dict[str, Any]:
     """Read a run report file; unreadable or non-JSON content is an InputFileError."""
     path = Path(path)
     text = read_input_text(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputFileError(
-            path, f"invalid JSON: {exc.msg} (column {exc.colno})", line=exc.lineno
-        ) from None
+    data = parse_json(path, text)
     if not isinstance(data, dict):
         raise InputFileError(path, "a run report must be a JSON object")
     return data

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any, NoReturn
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import InputFileError
-from .files import field_path, jsonl_lines, read_input_bytes
+from .files import field_path, jsonl_lines, parse_json, read_input_bytes
 from .models import Edge, Entity, Episode, ExtractionResult, SourceType
 from .ontology import Ontology
 
@@ -119,32 +118,8 @@ def load_prose_corpus(path: Path | str, ontology: Ontology | None = None) -> Pro
     return ProseCorpus(path=path, chunks=tuple(chunks), digest=hashlib.sha256(data).hexdigest())
 
 
-class _RepeatedKey(ValueError):
-    pass
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object whose keys are all different: JSON's "last one wins" would silently drop
-    a chunk's `expected` graph, or its body."""
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _RepeatedKey(key)
-        out[key] = value
-    return out
-
-
 def _parse_line(path: Path, lineno: int, text: str) -> _ChunkLine:
-    try:
-        obj: Any = json.loads(text, object_pairs_hook=_unique_keys)
-    except json.JSONDecodeError as exc:
-        raise InputFileError(
-            path, f"invalid JSON: {exc.msg} (column {exc.colno})", line=lineno
-        ) from None
-    except _RepeatedKey as exc:
-        raise InputFileError(
-            path, f"key {exc.args[0]!r} is given twice in one object", line=lineno
-        ) from None
+    obj: Any = parse_json(path, text, line=lineno)
     if not isinstance(obj, dict):
         raise InputFileError(
             path, f"a corpus line must be a JSON object, not {type(obj).__name__}", line=lineno

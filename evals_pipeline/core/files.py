@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -82,6 +83,43 @@ def load_yaml(path: Path | str, error: type[InputFileError] = InputFileError) ->
         raise error(path, f"invalid YAML: {exc.problem or exc}", line=line) from None
     except yaml.YAMLError as exc:
         raise error(path, f"invalid YAML: {exc}") from None
+
+
+class _RepeatedKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _RepeatedKey(key)
+        out[key] = value
+    return out
+
+
+def parse_json(
+    path: Path | str,
+    text: str,
+    *,
+    line: int | None = None,
+    error: type[InputFileError] = InputFileError,
+) -> Any:
+    """Parse the JSON text of input file `path` (or of its JSONL line `line`).
+
+    A syntax error names the line and column. A key given twice in one object is an error too:
+    JSON's "last one wins" would silently drop a chunk's expected graph, a price or a label.
+    """
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except json.JSONDecodeError as exc:
+        raise error(
+            path,
+            f"invalid JSON: {exc.msg} (column {exc.colno})",
+            line=line if line is not None else exc.lineno,
+        ) from None
+    except _RepeatedKey as exc:
+        raise error(path, f"key {exc.args[0]!r} is given twice in one object", line=line) from None
 
 
 def validate_file_model(

@@ -8,7 +8,6 @@ file is an error naming its field before any paid call, not after the extraction
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from .errors import InputFileError
-from .files import field_path, read_input_text
+from .files import field_path, parse_json, read_input_text
 
 
 class ModelPrice(BaseModel):
@@ -36,10 +35,7 @@ class ModelPrice(BaseModel):
 def load_prices(path: Path | str) -> dict[str, dict[str, float]]:
     """`{model: {"input_per_1m": …, "output_per_1m": …}}`; InputFileError names what is wrong."""
     path = Path(path)
-    try:
-        data: Any = json.loads(read_input_text(path))
-    except json.JSONDecodeError as exc:
-        raise InputFileError(path, f"not valid JSON: {exc.msg}", line=exc.lineno) from None
+    data: Any = parse_json(path, read_input_text(path))
     if not isinstance(data, dict):
         raise InputFileError(path, "a prices file is a JSON object of model names")
     out: dict[str, dict[str, float]] = {}

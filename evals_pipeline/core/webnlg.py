@@ -19,7 +19,6 @@ ontology file becomes an `Ontology` with relation types only (no endpoint restri
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .corpus import Chunk
 from .errors import InputFileError
-from .files import field_path, jsonl_lines, load_yaml, read_input_bytes, validate_file_model
+from .files import (
+    field_path,
+    jsonl_lines,
+    load_yaml,
+    parse_json,
+    read_input_bytes,
+    validate_file_model,
+)
 from .models import Edge, Entity, Episode, ExtractionResult
 from .ontology import EntityType, Ontology, RelationType
 
@@ -127,12 +133,7 @@ def load_webnlg(path: Path | str) -> WebNLGCorpus:
 
 
 def _parse_line(path: Path, lineno: int, text: str) -> _Line:
-    try:
-        obj: Any = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputFileError(
-            path, f"invalid JSON: {exc.msg} (column {exc.colno})", line=lineno
-        ) from None
+    obj: Any = parse_json(path, text, line=lineno)
     if not isinstance(obj, dict):
         raise InputFileError(
             path, f"a WebNLG line must be a JSON object, not {type(obj).__name__}", line=lineno

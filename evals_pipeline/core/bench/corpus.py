@@ -14,7 +14,6 @@ in sorted path order. Change any of them and bump `CORPUS_VERSION` and the diges
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any, Literal, NoReturn
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import InputFileError
-from ..files import field_path, jsonl_lines, load_yaml, read_input_bytes
+from ..files import field_path, jsonl_lines, load_yaml, parse_json, read_input_bytes
 from ..models import Edge, Entity, ExtractionResult, PropertyValue
 from ..ontology import EntityType, Ontology, load_ontology
 from .values import is_canonical, normalise_text, states
@@ -266,10 +265,7 @@ def _load_episodes(path: Path) -> list[_EpisodeLine]:
     out: list[_EpisodeLine] = []
     seen: set[str] = set()
     for lineno, text in jsonl_lines(path, read_input_bytes(path)):
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputFileError(path, f"invalid JSON: {exc.msg}", line=lineno) from None
+        obj = parse_json(path, text, line=lineno)
         try:
             line = _EpisodeLine.model_validate(obj)
         except ValidationError as exc:

@@ -25,7 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
 from ..errors import EvalsError, InputFileError
-from ..files import field_path
+from ..files import field_path, parse_json, read_input_text
 from ..reports.files import write_text_atomic
 from .golden import GoldenSet
 from .recordings import now_iso
@@ -91,10 +91,7 @@ def read_baseline(path: Path, *, required: bool = False) -> Baseline | None:
                 "gate, or write one with `evals-pipeline gate --write-baseline`)",
             )
         return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputFileError(path, f"baseline is not valid JSON: {exc}") from None
+    data = parse_json(path, read_input_text(path))
     try:
         return Baseline.model_validate(data)
     except ValidationError as exc:

@@ -15,7 +15,6 @@ and the gate; PENDING_HUMAN_REVIEW examples are report-only.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
 from ..errors import InputFileError
-from ..files import field_path
+from ..files import field_path, parse_json, read_input_text
 from .extractor import MAX_CLAIM_WORDS, MIN_CLAIM_WORDS, claim_shape_ok, span_is_verbatim
 
 ReviewStatus = Literal["PENDING_HUMAN_REVIEW", "VERIFIED"]
@@ -129,14 +128,8 @@ def _problem(error: Any) -> str:
 
 def load_golden_example(path: Path | str) -> GoldenExample:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputFileError(path, f"not UTF-8 text (byte offset {exc.start})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputFileError(path, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
+    text = read_input_text(path)
+    data = parse_json(path, text)
     if not isinstance(data, dict):
         raise InputFileError(path, "a golden example must be a JSON object")
     try:

@@ -20,7 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError
 
 from ..errors import InputFileError
-from ..files import field_path
+from ..files import field_path, parse_json, read_input_text
 from ..reports.files import write_text_atomic
 from .extractor import Claim
 
@@ -57,12 +57,7 @@ def recording_path(recordings_dir: Path, example_id: str) -> Path:
 def read_recording(path: Path | str) -> Recording:
     """One recording file; anything unreadable or incomplete is an InputFileError."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise InputFileError(path, f"not UTF-8 text (byte offset {exc.start})") from None
-    except json.JSONDecodeError as exc:
-        raise InputFileError(path, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
+    data = parse_json(path, read_input_text(path))
     if not isinstance(data, dict):
         raise InputFileError(path, "a recording must be a JSON object")
     try:

@@ -1,0 +1,80 @@
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evals_pipeline.core.bench.corpus import load_bench_corpus
+from evals_pipeline.core.claims.gate import read_baseline
+from evals_pipeline.core.claims.golden import load_golden_example
+from evals_pipeline.core.claims.recordings import read_recording
+from evals_pipeline.core.compare import load_run_report
+from evals_pipeline.core.errors import InputFileError
+from evals_pipeline.core.files import parse_json
+from evals_pipeline.core.prices import load_prices
+from evals_pipeline.core.webnlg import load_webnlg
+
+from .bench.helpers import write_corpus
+
+
+def test_parse_json_names_line_and_column(tmp_path: Path) -> None:
+    with pytest.raises(InputFileError) as err:
+        parse_json(tmp_path / "a.json", '{\n  "a": 1,\n  "b": }')
+    assert err.value.line == 3 and "column 8" in err.value.problem
+    with pytest.raises(InputFileError) as err:
+        parse_json(tmp_path / "a.jsonl", '{"a": }', line=7)
+    assert err.value.line == 7  # the JSONL line, not the line within it
+
+
+def test_parse_json_refuses_a_key_given_twice_at_any_depth(tmp_path: Path) -> None:
+    assert parse_json(tmp_path / "a.json", '{"a": {"b": 1, "c": 2}, "d": [{"b": 3}]}') == {
+        "a": {"b": 1, "c": 2},
+        "d": [{"b": 3}],
+    }
+    with pytest.raises(InputFileError, match="key 'b' is given twice") as err:
+        parse_json(tmp_path / "a.json", '{"a": {"b": 1, "b": 2}}')
+    assert err.value.path == tmp_path / "a.json"
+
+
+def _bench_episodes(tmp_path: Path) -> Callable[[], Any]:
+    root = write_corpus(tmp_path)
+    episodes = root / "mini" / "rail" / "episodes.jsonl"
+    episodes.write_text('{"source_id": "ep-1", "source_id": "ep-2", "body": "x"}\n')
+    return lambda: load_bench_corpus(root)
+
+
+def _in_file(name: str, text: str, load: Callable[[Path], Any]) -> Callable[[Path], Any]:
+    def make(tmp_path: Path) -> Callable[[], Any]:
+        path = tmp_path / name
+        path.write_text(text)
+        return lambda: load(path)
+
+    return make
+
+
+# Every JSON input a person writes or edits; each once with a key given twice.
+TWICE = '{"a": 1, "a": 2}'
+LOADERS: dict[str, Callable[[Path], Callable[[], Any]]] = {
+    "prices": _in_file(
+        "prices.json",
+        '{"m": {"input_per_1m": 1, "input_per_1m": 2, "output_per_1m": 3}}',
+        load_prices,
+    ),
+    "golden example": _in_file("ex.json", TWICE, load_golden_example),
+    "claim recording": _in_file("rec.json", TWICE, read_recording),
+    "gate baseline": _in_file("baseline.json", TWICE, read_baseline),
+    "run report": _in_file("run.json", TWICE, load_run_report),
+    "webnlg line": _in_file("dev.jsonl", "\n" + TWICE + "\n", load_webnlg),
+    "bench episodes": _bench_episodes,
+}
+
+
+@pytest.mark.parametrize("name", list(LOADERS))
+def test_every_json_input_refuses_a_key_given_twice(name: str, tmp_path: Path) -> None:
+    load = LOADERS[name](tmp_path)
+    with pytest.raises(InputFileError, match="is given twice in one object") as err:
+        load()
+    if name == "webnlg line":
+        assert err.value.line == 2
+    if name == "bench episodes":
+        assert err.value.path.name == "episodes.jsonl" and err.value.line == 1
