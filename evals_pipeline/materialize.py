@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dagster import DagsterInstance, Definitions, materialize
+from dagster import AssetCheckSeverity, DagsterInstance, Definitions, materialize
 
 from .assets.bench import bench_key
 from .assets.claims import CLAIMS_ASSETS
@@ -42,7 +42,9 @@ class MaterializeResult:
     replayed: int = 0  # answers of local backends (cassettes, the oracle): no call, no cache
     judge_calls: int = 0
     judge_cache_hits: int = 0
+    cassette_misses: int = 0
     failed_checks: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # failed WARN checks: the run goes on
     failed_steps: list[str] = field(default_factory=list)
     report_path: Path | None = None
     bench_calls: int = 0
@@ -89,6 +91,7 @@ def _run(
             outcome.extraction_calls += int(meta["extraction_calls"].value)  # type: ignore[arg-type]
             outcome.cache_hits += int(meta["cache_hits"].value)  # type: ignore[arg-type]
             outcome.replayed += int(meta["replayed"].value)  # type: ignore[arg-type]
+            outcome.cassette_misses += int(meta["cassette_misses"].value)  # type: ignore[arg-type]
         if "bench_report_md" in meta:
             outcome.bench_reports.append(Path(str(meta["bench_report_md"].value)))
         if "bench_calls" in meta:
@@ -100,10 +103,14 @@ def _run(
     where = f"[{partition_key}]" if partition_key else ""
     for evaluation in result.get_asset_check_evaluations():
         if not evaluation.passed:
-            outcome.failed_checks.append(
+            line = (
                 f"{evaluation.asset_key.to_user_string()}{where} {evaluation.check_name}: "
                 f"{evaluation.description}"
             )
+            if evaluation.severity == AssetCheckSeverity.WARN:
+                outcome.warnings.append(line)
+            else:
+                outcome.failed_checks.append(line)
     for event in result.all_events:
         if event.is_step_failure:
             outcome.failed_steps.append(f"{event.step_key}{where}")
@@ -207,11 +214,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"{outcome.runs} runs; {outcome.extraction_calls} extraction calls, "
         f"{outcome.cache_hits} answered from the extraction cache, {outcome.replayed} replayed "
-        f"from cassettes or the oracle; {outcome.judge_calls} judge "
+        f"from cassettes or the oracle ({outcome.cassette_misses} cassette misses); "
+        f"{outcome.judge_calls} judge "
         f"calls, {outcome.judge_cache_hits} answered from the judge cache; "
         f"{outcome.bench_calls} bench calls ({outcome.bench_replayed} replayed)",
         file=sys.stderr,
     )
+    for line in outcome.warnings:
+        print(f"WARNING {line}", file=sys.stderr)
     for line in outcome.failed_checks:
         print(f"FAILED CHECK {line}", file=sys.stderr)
     for line in outcome.failed_steps:

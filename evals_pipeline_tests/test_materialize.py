@@ -7,8 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from dagster import AssetKey, DagsterInstance
+from dagster import AssetCheckKey, AssetCheckSeverity, AssetKey, DagsterInstance
 
+from evals_pipeline.assets.extraction import COVERAGE_CHECK
 from evals_pipeline.core.cassettes.store import load_cassette
 from evals_pipeline.graph import build_definitions
 from evals_pipeline.materialize import materialize_all
@@ -212,17 +213,33 @@ def test_cassette_coverage_shortfall_is_a_note_and_an_error_rate(tmp_path: Path)
         tmp_path, {"oracle": "oracle", "part": f"cassette:path={partial}"}, modes=("strict",)
     )
     with DagsterInstance.ephemeral() as instance:
-        assert materialize_all(config, instance, quiet=True).success
+        outcome = materialize_all(config, instance, quiet=True)
+        check = instance.event_log_storage.get_latest_asset_check_execution_by_key(
+            [AssetCheckKey(AssetKey("extractions"), COVERAGE_CHECK)]
+        )
+    assert outcome.success and not outcome.failed_checks  # a shortfall is not an abort
     report = json.loads((tmp_path / "reports" / "strict" / "report.json").read_text())
     part = report["backends"]["part"]
     scope = [json.loads(line)["name"] for line in CORPUS.read_text().splitlines()[:4]]
     kept = {json.loads(line)["request"]["episode_name"] for line in strict_lines[:2]}
     covered = len(kept & set(scope))
+    missed = 4 - covered
+    assert missed > 0
     assert part["chunks"] == 4
-    assert part["errors"] == 4 - covered
+    assert part["errors"] == missed
     assert part["error_rate"] > 0
     assert part["errors_by_type"].get("CassetteMiss", 0) == part["errors"]
     assert any("part (strict)" in note and "covers" in note for note in report["notes"])
+    markdown = (tmp_path / "reports" / "strict" / "report.md").read_text()
+    assert "CassetteMiss` × " in markdown and "re-record the cassette" in markdown
+    # A miss is not counted as replayed; it is counted, and warned about with the next step.
+    assert (outcome.replayed, outcome.cassette_misses) == (4 + covered, missed)
+    [warning] = outcome.warnings
+    assert f"extractions[part|strict] {COVERAGE_CHECK}: {missed} of 4 chunks" in warning
+    assert "re-record" in warning.lower()
+    [execution] = check.values()
+    assert execution.evaluation is not None and not execution.evaluation.passed
+    assert execution.evaluation.severity == AssetCheckSeverity.WARN
 
 
 def test_a_secret_in_a_backend_url_reaches_no_report_plan_or_event_log(tmp_path: Path) -> None:
@@ -252,3 +269,10 @@ def test_a_secret_in_a_backend_url_reaches_no_report_plan_or_event_log(tmp_path:
     stored = [v for db in written if db.suffix == ".db" for v in sqlite_values(db)]
     assert any(b"EvalsResource" in v for v in stored)  # the snapshots were found and read
     assert [v[:200] for v in stored if secret.encode() in v] == []
+
+
+def test_every_asset_check_says_what_it_asserts(tmp_path: Path) -> None:
+    defs = build_definitions(make_config(tmp_path, SHIPPED))
+    specs = [spec for asset in defs.assets or [] for spec in asset.check_specs]  # type: ignore[union-attr]
+    assert {spec.name for spec in specs} >= {COVERAGE_CHECK, "cassette_integrity"}
+    assert all(spec.description for spec in specs), [s.name for s in specs if not s.description]

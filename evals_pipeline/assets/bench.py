@@ -146,7 +146,18 @@ def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         io_manager_key="json_io",
         group_name="bench",
         ins={"bench_runs": AssetIn(partition_mapping=BY_GOLD)},
-        check_specs=[AssetCheckSpec(ORACLE_CHECK, asset="bench_report", blocking=True)],
+        check_specs=[
+            AssetCheckSpec(
+                ORACLE_CHECK,
+                asset="bench_report",
+                blocking=True,
+                description=(
+                    "Every oracle row reaches the ceiling its gold corpus allows (CEILING): the "
+                    "scorer and the corpus agree. A rate not in CEILING, such as seed_recall, is "
+                    "left out: selection bounds it for the oracle too."
+                ),
+            )
+        ],
     )
     def bench_report(
         context: AssetExecutionContext, evals: EvalsResource, bench_runs: Any

@@ -26,6 +26,18 @@ from ..partitions import mode_partitions
 from ..resources import EvalsResource
 
 PLAN_GUARDS = ("cassette_integrity", "distinct_cassettes", "no_record_on_replay")
+# What each guard asserts, shown with its check in the UI.
+GUARD_DESCRIPTIONS = {
+    "cassette_integrity": (
+        "Every replayed cassette is present and loads: no corrupt or torn line, no key recorded "
+        "twice (an eval backend has one answer per call)."
+    ),
+    "distinct_cassettes": (
+        "No two backends replay the same cassette file or byte-identical ones: comparing a "
+        "recording with itself is degenerate."
+    ),
+    "no_record_on_replay": "No backend both replays a cassette and records one.",
+}
 
 
 def build_corpus_assets(config: EvalsConfig) -> list[AssetsDefinition]:
@@ -52,7 +64,12 @@ def build_corpus_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         partitions_def=modes,
         io_manager_key="json_io",
         group_name="inputs",
-        check_specs=[AssetCheckSpec(name, asset="run_plan", blocking=True) for name in PLAN_GUARDS],
+        check_specs=[
+            AssetCheckSpec(
+                name, asset="run_plan", blocking=True, description=GUARD_DESCRIPTIONS[name]
+            )
+            for name in PLAN_GUARDS
+        ],
     )
     def run_plan(
         context: AssetExecutionContext, evals: EvalsResource, corpus: pd.DataFrame

@@ -5,8 +5,14 @@ configured limit (and, across runs, the `llm` concurrency pool). Answers come fr
 extraction cache when they can, so materialising an unchanged partition again makes no call.
 """
 
+from collections.abc import Iterator
+from typing import Any
+
 import pandas as pd
 from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
     AssetDep,
     AssetExecutionContext,
     AssetIn,
@@ -27,6 +33,7 @@ from ..resources import EvalsResource
 from .corpus import PLAN_GUARDS
 
 LLM_POOL = "llm"
+COVERAGE_CHECK = "cassette_coverage"
 
 
 def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
@@ -39,10 +46,22 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         pool=LLM_POOL,
         ins={"corpus": AssetIn(partition_mapping=BY_MODE)},
         deps=[AssetDep("run_plan", partition_mapping=BY_MODE)],
+        check_specs=[
+            AssetCheckSpec(
+                COVERAGE_CHECK,
+                asset="extractions",
+                description=(
+                    "Every chunk was in the replayed cassette. A miss means the prompt, ontology "
+                    "or corpus changed since recording: the chunk counts as an error (WARN, not "
+                    "blocking: a shortfall is an honest error rate), and the cassette needs "
+                    "re-recording."
+                ),
+            )
+        ],
     )
     def extractions(
         context: AssetExecutionContext, evals: EvalsResource, corpus: pd.DataFrame
-    ) -> Output[pd.DataFrame]:
+    ) -> Iterator[Any]:
         """One row per chunk: the graph, or the error, with its calls, tokens and parse counts."""
         backend, mode = split_key(context.partition_key)
         episodes = table_episodes(corpus)
@@ -66,7 +85,8 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             tolerate_misses=True,  # a cassette's coverage shortfall is an error rate
         )
         errors = int((~table["ok"]).sum())
-        return Output(
+        spec = evals.config.specs[backend]
+        yield Output(
             table,
             metadata={
                 "chunks": len(table),
@@ -74,9 +94,24 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                 "extraction_calls": extractor.calls,
                 "cache_hits": extractor.hits,
                 "replayed": extractor.replayed,
-                "spec": evals.config.specs[backend].describe(),
+                "cassette_misses": extractor.misses,
+                "spec": spec.describe(),
                 **({"cache_path": str(extractor.path)} if extractor.path is not None else {}),
             },
+        )
+        yield AssetCheckResult(
+            check_name=COVERAGE_CHECK,
+            passed=extractor.misses == 0,
+            severity=AssetCheckSeverity.WARN,
+            description=(
+                f"{extractor.misses} of {len(table)} chunks are not in "
+                f"{spec.cassette_path or 'the cassette'} under {mode} prompts: the prompt, "
+                "ontology or corpus changed since it was recorded, and they count as errors. "
+                "Re-record it against a live backend (--record-cassette / record_cassette; the "
+                "shipped ones: scripts/record_shipped_cassettes.py)"
+                if extractor.misses
+                else "no cassette miss"
+            ),
         )
 
     @asset(partitions_def=partitions, io_manager_key="json_io", group_name="extraction")

@@ -61,7 +61,17 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         io_manager_key="json_io",
         group_name="reports",
         ins={"extractions": AssetIn(partition_mapping=BY_MODE)},
-        check_specs=[AssetCheckSpec(FRESH_GUARD, asset="reference_comparison", blocking=True)],
+        check_specs=[
+            AssetCheckSpec(
+                FRESH_GUARD,
+                asset="reference_comparison",
+                blocking=True,
+                description=(
+                    "Backends recorded afresh in this run did not produce byte-identical "
+                    "cassettes (two names for one backend would compare it with itself)."
+                ),
+            )
+        ],
     )
     def reference_comparison(
         context: AssetExecutionContext,

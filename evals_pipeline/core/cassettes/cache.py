@@ -12,10 +12,12 @@ copy the cassette (930 MB at the replay benchmark's N = 10,000) to serve it back
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from ..digests import file_sha256
+from ..errors import CassetteMiss
 from ..extractors.base import Extractor, classify_entities_items, classify_relations_items
 from ..extractors.specs import BackendSpec
 from ..models import ClassifyOutcome, Edge, Entity, Episode, ExtractionOutcome
@@ -24,6 +26,8 @@ from .keys import classify_key, extract_key
 from .record import RecordingExtractor
 from .replay import ReplayingExtractor
 from .store import load_cassette
+
+T = TypeVar("T")
 
 
 def backend_fingerprint(spec: BackendSpec, *, corpus_digest: str) -> str:
@@ -48,7 +52,8 @@ class CachingExtractor(Extractor):
     `fifo=True` each cached answer is served once, in recorded order, so a call repeated on
     purpose (the bench's recast cases) reaches the backend afresh the first time and replays
     its own answer on later runs. A local `inner` is passed through uncached; its answers are
-    counted in `replayed` (no call reached a provider).
+    counted in `replayed` (no call reached a provider), and the calls its cassette did not
+    hold in `misses` (each then fails as a CassetteMiss).
     """
 
     def __init__(
@@ -70,11 +75,21 @@ class CachingExtractor(Extractor):
         self.calls = 0
         self.hits = 0
         self.replayed = 0
+        self.misses = 0
+
+    async def _local(self, call: Awaitable[T]) -> T:
+        """A local answer, counted as replayed only when there was one to replay."""
+        try:
+            answer = await call
+        except CassetteMiss:
+            self.misses += 1
+            raise
+        self.replayed += 1
+        return answer
 
     async def extract(self, episode: Episode, options: ExtractOptions) -> ExtractionOutcome:
         if self._cache is None:
-            self.replayed += 1
-            return await self.inner.extract(episode, options)
+            return await self._local(self.inner.extract(episode, options))
         cached, recorder = self._cache
         if extract_key(episode, options) in cached.cassette:
             self.hits += 1
@@ -86,8 +101,7 @@ class CachingExtractor(Extractor):
         self, entities: Sequence[Entity], types: Sequence[str]
     ) -> ClassifyOutcome:
         if self._cache is None:
-            self.replayed += 1
-            return await self.inner.classify_entities(entities, types)
+            return await self._local(self.inner.classify_entities(entities, types))
         cached, recorder = self._cache
         if (
             classify_key("classify_entities", classify_entities_items(entities), types)
@@ -102,8 +116,7 @@ class CachingExtractor(Extractor):
         self, edges: Sequence[Edge], types: Sequence[str]
     ) -> ClassifyOutcome:
         if self._cache is None:
-            self.replayed += 1
-            return await self.inner.classify_relations(edges, types)
+            return await self._local(self.inner.classify_relations(edges, types))
         cached, recorder = self._cache
         if (
             classify_key("classify_relations", classify_relations_items(edges), types)

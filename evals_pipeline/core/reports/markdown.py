@@ -108,6 +108,13 @@ def _reliability_section(backends: Mapping[str, Any]) -> list[str]:
         if s["errors_by_type"]:
             by_type = ", ".join(f"{_code(t)} × {n}" for t, n in s["errors_by_type"].items())
             extra.append(f"- errors in {_code(name)}: {by_type}")
+            if s["errors_by_type"].get("CassetteMiss"):
+                extra.append(
+                    "  - a `CassetteMiss` is a chunk its cassette does not hold under these "
+                    "prompts: the prompt, ontology or corpus changed since recording. Its F1 "
+                    "here measures a stale cassette, not the model: re-record the cassette "
+                    "against a live backend."
+                )
         trunc = s["truncated"]
         if trunc["retry_succeeded"] or trunc["exhausted"]:
             extra.append(
