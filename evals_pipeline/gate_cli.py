@@ -67,14 +67,18 @@ def _parser() -> argparse.ArgumentParser:
 
 def _paths(args: argparse.Namespace) -> tuple[Path, Path, bool]:
     """`--golden` (with `--baseline` or its own baseline.json), else the project file's
-    `golden_dir` / `claims_baseline` when there is a project file, else corpus/golden; and
+    `golden_dir` / `claims_baseline` when there is a project file (a named one must exist),
+    else corpus/golden; and
     whether the baseline was named (`--baseline`, `claims_baseline`) rather than defaulted."""
     golden: Path | None = args.golden
     baseline: Path | None = args.baseline
     named = baseline is not None
     if golden is None:
         config_path = args.config or Path(os.environ.get(CONFIG_ENV, "evals.yaml"))
-        if args.config is not None or config_path.is_file():
+        # A named project file (--config, EVALS_CONFIG) must exist: a typo there would
+        # silently drop its golden_dir and claims_baseline. Only the default may be absent.
+        named_config = args.config is not None or bool(os.environ.get(CONFIG_ENV))
+        if named_config or config_path.is_file():
             config = load_config(config_path)
             golden = config.golden_dir
             named = named or config.claims_baseline is not None

@@ -252,6 +252,21 @@ def test_cli_prompt_edit_without_re_recording_fails(
 
 
 @pytest.mark.parametrize("project", ["pass"], indirect=True)
+def test_a_named_project_file_that_is_missing_is_an_error(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """EVALS_CONFIG or --config naming no file must not fall back to corpus/golden and the
+    default baseline (a typo in CI would silently switch the project's gate settings off)."""
+    monkeypatch.setenv("EVALS_CONFIG", str(project / "nope.yaml"))
+    assert gate_main([]) == 2
+    assert "nope.yaml: file not found" in capsys.readouterr().err
+    monkeypatch.delenv("EVALS_CONFIG")
+    assert gate_main(["--config", "nope.yaml"]) == 2
+    assert "nope.yaml: file not found" in capsys.readouterr().err
+    assert gate_main([]) == 0  # the default evals.yaml is there
+
+
+@pytest.mark.parametrize("project", ["pass"], indirect=True)
 def test_cli_live_record_refreshes_recordings_after_a_prompt_edit(
     project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
