@@ -10,4 +10,5 @@ from __future__ import annotations
 from .core.config import load_config
 from .graph import build_definitions, default_config_path
 
-defs = build_definitions(load_config(default_config_path()))
+_CONFIG = default_config_path()
+defs = build_definitions(load_config(_CONFIG).check_inputs(_CONFIG))

@@ -206,7 +206,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true", help="print Dagster's event log")
     args = parser.parse_args(argv)
     try:
-        config = load_config(args.config or default_config_path())
+        source = args.config or default_config_path()
+        config = load_config(source).check_inputs(source)
         outcome = materialize_all(config, quiet=not args.verbose)
     except EvalsError as exc:  # a bad config or input file: one line naming it, no traceback
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)

@@ -158,6 +158,31 @@ def test_the_main_job_names_a_config_error_without_a_traceback(
     assert str(bad) in err and "[reference]" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    ("setting", "field"),
+    [
+        ("corpus: corpus/prose/chunk.jsonl", "[corpus]"),
+        ("ontology: ontologies/pros.yaml", "[ontology]"),
+        ("bench: {corpora: {cases: corpus/case}}", "[bench.corpora.cases]"),
+    ],
+)
+def test_the_main_job_names_a_missing_input_file_by_its_field(
+    setting: str, field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Had been a failed `corpus` step: a Dagster traceback, the path only mid-way through it."""
+    from evals_pipeline.materialize import main as materialize_main
+
+    config = tmp_path / "evals.yaml"
+    corpus = "" if setting.startswith("corpus") else f"corpus: {CORPUS}\n"
+    config.write_text(
+        f"backends: {{a: oracle}}\nreference: a\nmodes: [freeform]\n{corpus}{setting}\n"
+    )
+    assert materialize_main(["--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert f"{config} {field}: " in err and "no such file or folder" in err
+    assert "Traceback" not in err
+
+
 def test_a_recording_target_that_is_not_a_cassette_is_refused_before_any_call(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -263,6 +263,14 @@ def test_cli_dry_run_names_an_aborting_guard_and_exits_0(tmp_path: Path) -> None
     assert tree(tmp_path) == before
 
 
+def test_dagster_names_a_missing_corpus_when_loading_the_definitions(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"oracle": "oracle"})
+    config.write_text(config.read_text().replace(str(CORPUS), str(CORPUS.with_name("nope"))))
+    proc = run(dagster_materialize("corpus", "strict"), tmp_path, config)
+    assert proc.returncode != 0, explain(proc)
+    assert f"{config} [corpus]: {CORPUS.with_name('nope')}: no such file" in proc.stderr
+
+
 def test_cli_backend_spec_typo_is_a_usage_error(tmp_path: Path) -> None:
     proc = run(evals_pipeline("--backend", "x=casette:path=a", "--reference", "x"), tmp_path)
     assert proc.returncode == 2, explain(proc)

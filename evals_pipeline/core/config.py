@@ -146,6 +146,21 @@ class EvalsConfig(BaseModel):
                 )
         return self
 
+    def check_inputs(self, source: Path | str) -> EvalsConfig:
+        """The input files a run reads first are there: a typo in `corpus`, `ontology` or a
+        gold corpus path is one error naming the field, not a failed step's traceback.
+        (Cassettes are checked by the plan's guards; a missing golden folder only switches the
+        claim gate off, with a warning.)"""
+        wanted: list[tuple[str, Path | None]] = [
+            ("corpus", self.corpus),
+            ("ontology", self.ontology),
+            *((f"bench.corpora.{name}", path) for name, path in self.bench.corpora.items()),
+        ]
+        for field, path in wanted:
+            if path is not None and not path.exists():
+                raise InputFileError(source, f"{path}: no such file or folder", field=field)
+        return self
+
     def resolved_against(self, base: Path) -> EvalsConfig:
         """The same config with every relative path made absolute against `base`."""
 
