@@ -197,7 +197,7 @@ def test_non_utf8_names_line(tmp_path: Path) -> None:
     path.write_bytes(good + b"\n" + b'{"name": "b\xff\xfe", "body": "x"}\n')
     err = load_error(path)
     assert err.line == 2
-    assert "UTF-8" in err.problem
+    assert "not UTF-8 text (byte 11 of the line)" in err.problem
 
 
 def test_missing_field(tmp_path: Path) -> None:

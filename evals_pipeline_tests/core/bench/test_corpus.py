@@ -236,7 +236,7 @@ def test_non_utf8_episodes_name_the_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(InputFileError) as err:
         load_bench_corpus(root)
     assert err.value.path == episodes and err.value.line == 2
-    assert "not UTF-8" in err.value.problem
+    assert "not UTF-8 text (byte 34 of the line)" in err.value.problem
 
 
 def test_a_folder_where_a_case_file_goes_is_named(tmp_path: Path) -> None:

@@ -3,11 +3,23 @@ backend (a cassette replay, the oracle) is passed through and never copied into 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
 from evals_pipeline.core.cassettes.cache import CachingExtractor
+from evals_pipeline.core.cassettes.replay import ReplayingExtractor
+from evals_pipeline.core.errors import CassetteMiss
 from evals_pipeline.core.extractors.oracle import OracleExtractor
-from evals_pipeline.core.models import Edge, Entity, Episode, ExtractionOutcome, ExtractionResult
+from evals_pipeline.core.models import (
+    ClassifyOutcome,
+    Edge,
+    Entity,
+    Episode,
+    ExtractionOutcome,
+    ExtractionResult,
+)
 from evals_pipeline.core.options import ExtractOptions
 from evals_pipeline.core.runner import run_sync
 
@@ -68,3 +80,47 @@ def test_fifo_serves_each_cached_answer_once_then_calls_again(tmp_path: Path) ->
     again = CachingExtractor(inner, path, fifo=True)
     _extract(again), _extract(again), _extract(again)
     assert (again.calls, again.hits, inner.extract_calls) == (1, 2, 3)
+
+
+class _CountedClassifier(_CountedOracle):
+    def __init__(self) -> None:
+        super().__init__()
+        self.classify_calls = 0
+
+    async def classify_entities(
+        self, entities: Sequence[Entity], types: Sequence[str]
+    ) -> ClassifyOutcome:
+        self.classify_calls += 1
+        return await super().classify_entities(entities, types)
+
+    async def classify_relations(
+        self, edges: Sequence[Edge], types: Sequence[str]
+    ) -> ClassifyOutcome:
+        self.classify_calls += 1
+        return await super().classify_relations(edges, types)
+
+
+def test_classify_calls_are_cached_too(tmp_path: Path) -> None:
+    path = tmp_path / "cache.jsonl"
+    inner = _CountedClassifier()
+    types = ["Person", "Place"]
+
+    def both(extractor: CachingExtractor) -> tuple[ClassifyOutcome, ClassifyOutcome]:
+        return (
+            run_sync(lambda: extractor.classify_entities(GRAPH.entities, types)),
+            run_sync(lambda: extractor.classify_relations(GRAPH.edges, ["BORN_IN"])),
+        )
+
+    first = both(CachingExtractor(inner, path))
+    again_extractor = CachingExtractor(inner, path)
+    assert both(again_extractor) == first
+    assert (again_extractor.calls, again_extractor.hits, inner.classify_calls) == (0, 2, 2)
+
+
+def test_a_cassette_miss_is_counted_as_a_miss_not_a_replay(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.touch()
+    cached = CachingExtractor(ReplayingExtractor.from_path(empty, unique=True), None)
+    with pytest.raises(CassetteMiss):
+        _extract(cached)
+    assert (cached.calls, cached.hits, cached.replayed, cached.misses) == (0, 0, 0, 1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import json
 import re
 from collections.abc import Iterator
@@ -343,6 +344,51 @@ def test_a_retry_after_of_an_hour_waits_only_the_cap(server: LoopbackLLMServer) 
     outcome = run_sync(go)
     assert outcome.stats.requests == 2
     assert server.requests[1].received_at - server.requests[0].received_at < 1.0
+
+
+def test_retry_after_is_honoured_over_backoff(server: LoopbackLLMServer) -> None:
+    # The exponential backoff alone would wait ~5 s; Retry-After says 10 ms.
+    server.enqueue(
+        anthropic_error(429, retry_after=RETRY_FAST),
+        anthropic_error(529, headers={"retry-after-ms": "10"}),
+        _msg(ENTITIES),
+        _msg(EDGES),
+    )
+    outcome = _extract(_extractor(server, backoff_s=5.0, max_backoff_s=5.0))
+    assert outcome.stats.requests == 2
+    arrivals = [r.received_at for r in server.requests[:3]]
+    assert all(b - a < 1.0 for a, b in itertools.pairwise(arrivals))
+
+
+def test_a_reset_connection_is_retried_then_succeeds(server: LoopbackLLMServer) -> None:
+    server.enqueue(Reply(reset=True), _msg(ENTITIES), _msg(EDGES))
+    outcome = _extract(_extractor(server, backoff_s=0.01))
+    assert [e.name for e in outcome.result.entities] == ["Alice", "Acme"]
+    assert len(server.requests) == 3 and outcome.stats.requests == 2
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [Reply(reset=True), dataclasses.replace(_msg(ENTITIES), truncate_body_at=20)],
+    ids=["reset", "truncated"],
+)
+def test_a_connection_that_keeps_failing_is_one_typed_failure(
+    server: LoopbackLLMServer, broken: Reply
+) -> None:
+    server.enqueue(broken, broken, broken)
+    failure = _failure(_extractor(server, max_retries=2, backoff_s=0.01)).failure
+    assert isinstance(failure, FailureRecord)
+    assert failure.classification == "http_error" and failure.call_type == "entities"
+    assert failure.raw_body.startswith("anthropic connection failed")
+    assert TEST_API_KEY not in failure.raw_body
+    assert len(server.requests) == 3  # max_retries + 1, then no more
+
+
+def test_an_error_body_that_echoes_the_key_is_redacted(server: LoopbackLLMServer) -> None:
+    server.enqueue(Reply(status=400, raw=f'{{"error": "bad key {TEST_API_KEY}"}}'.encode()))
+    failure = _failure(_extractor(server, max_retries=0)).failure
+    assert isinstance(failure, FailureRecord)
+    assert TEST_API_KEY not in failure.raw_body and "bad key ***" in failure.raw_body
 
 
 @pytest.mark.parametrize(
