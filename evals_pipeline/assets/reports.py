@@ -80,7 +80,8 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
     ) -> Iterator[Any]:
         """Strict-string P/R/F1 of every candidate against the reference backend.
 
-        This measures agreement with another model's output, not correctness.
+        This measures agreement with the reference's output, not correctness (with the oracle
+        as reference: agreement with the hand-written labels).
         """
         tables = _by_backend(fan_in(context, "extractions", extractions))
         reference = evals.config.reference

@@ -548,3 +548,17 @@ def test_a_report_is_not_written_over_a_folder(tmp_path: Path) -> None:
     with pytest.raises(OutputPathError, match="is a folder; name a file to write"):
         write_text_atomic(tmp_path, "{}")
     assert not list(tmp_path.parent.glob(f".{tmp_path.name}.*.tmp"))
+
+
+def test_an_oracle_reference_is_called_labels_not_another_model() -> None:
+    """The shipped run's reference is the oracle: its scores are against hand-written labels."""
+    report = report_for("strict")
+    report["backends"]["ref"]["spec"] = "oracle"
+    md = render_mode_report(report)
+    assert "hand-written expected graphs" in md and "another model" not in md
+    reports = {m: report_for(m) for m in ("freeform", "open", "strict")}
+    for each in reports.values():
+        each["backends"]["ref"]["spec"] = "oracle"
+    assert "hand-written expected graphs" in render_mode_matrix(mode_matrix(reports))
+    reports["open"]["backends"]["ref"]["spec"] = "cassette:path=ref.jsonl"  # one is a model
+    assert "another model" in render_mode_matrix(mode_matrix(reports))
