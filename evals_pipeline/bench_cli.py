@@ -21,10 +21,12 @@ from pathlib import Path
 
 from .cli import named_paths, positive_int
 from .core.bench.gold import GoldCorpus, load_gold
+from .core.cassettes.keys import extract_key
+from .core.cassettes.store import load_cassette
 from .core.config import BenchConfig, EvalsConfig
-from .core.errors import EvalsError
+from .core.errors import CassetteError, EvalsError
 from .core.extractors.specs import parse_named_backend
-from .core.models import ONTOLOGY_MODES
+from .core.models import ONTOLOGY_MODES, OntologyMode
 from .core.prices import load_prices
 
 ORACLE = "oracle"
@@ -78,12 +80,32 @@ def bench_plan(config: EvalsConfig, golds: Sequence[GoldCorpus]) -> str:
             if record is not None:
                 source += f", recording to {record}"
             calls = gold.episode_count + recast
-            if spec.kind in ("cassette", "oracle"):  # local: no call, nothing cached
+            if spec.kind == "cassette" and spec.cassette_path is not None:
+                lines.append(
+                    f"  {name}: {source}; "
+                    + _cassette_coverage(spec.cassette_path, gold, config.bench.ontology_mode)
+                )
+            elif spec.kind == "oracle":  # local: no call, nothing cached
                 lines.append(f"  {name}: {source}; {calls} extractions replayed, no calls")
             else:
                 lines.append(f"  {name}: {source}; {calls} extraction calls planned")
     lines.append(f"output: {config.bench.output_dir}/<gold>/<stamp>.json and .md")
     return "\n".join(lines)
+
+
+def _cassette_coverage(path: Path, gold: GoldCorpus, mode: OntologyMode) -> str:
+    """How many of the bench's extractions a cassette can answer, or why it cannot load (the
+    real run would then fail): the check the main CLI's plan makes, for the bench's calls."""
+    try:
+        cassette = load_cassette(path, consume=False)
+    except CassetteError as exc:
+        return f"would abort: {exc}"
+    calls = gold.calls(mode)
+    covered = sum(extract_key(episode, options) in cassette for episode, options in calls)
+    note = f"{len(cassette)} records, covers {covered} of {len(calls)} extractions"
+    if covered < len(calls):
+        note += " (the rest fail as cassette misses: re-record after a prompt or schema change)"
+    return note + ", no calls"
 
 
 def bench_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> EvalsConfig:

@@ -19,7 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dagster import AssetCheckSeverity, DagsterInstance, Definitions, materialize
+from dagster import (
+    AssetCheckSeverity,
+    DagsterEvent,
+    DagsterInstance,
+    Definitions,
+    materialize,
+)
 
 from .assets.bench import bench_key
 from .assets.claims import CLAIMS_ASSETS
@@ -29,8 +35,9 @@ from .core.gc_tuning import fewer_gc_passes
 from .graph import build_definitions, default_config_path
 from .partitions import extraction_key
 
-# Dagster's console logger prints every event at DEBUG; the driver's own summary is enough.
-QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+# Dagster's console logger prints every event at DEBUG, and a failed step's traceback at
+# ERROR; the driver's own summary names each failure in a line (--verbose shows the log).
+QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
 @dataclass
@@ -113,10 +120,22 @@ def _run(
                 outcome.failed_checks.append(line)
     for event in result.all_events:
         if event.is_step_failure:
-            outcome.failed_steps.append(f"{event.step_key}{where}")
+            outcome.failed_steps.append(f"{event.step_key}{where}{_why(event)}")
     if not result.success:
         outcome.success = False
     return result.success
+
+
+def _why(event: DagsterEvent) -> str:
+    """A failed step's own error, in one line: Dagster wraps it ("Error occurred while
+    executing op ..."), and the driver prints no traceback unless --verbose."""
+    failure = event.step_failure_data
+    error = failure.error if failure is not None else None
+    while error is not None and error.cause is not None:
+        error = error.cause
+    if error is None or not error.message.strip():
+        return ""
+    return f": {error.message.strip().splitlines()[-1]}"
 
 
 def materialize_claims(
@@ -227,6 +246,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"FAILED CHECK {line}", file=sys.stderr)
     for line in outcome.failed_steps:
         print(f"FAILED STEP {line}", file=sys.stderr)
+    if outcome.failed_steps and not args.verbose:
+        print(
+            "(--verbose prints Dagster's event log, with each failure's traceback)", file=sys.stderr
+        )
     if not outcome.success or outcome.report_path is None:
         print("materialisation failed; downstream assets were not materialised", file=sys.stderr)
         return 1

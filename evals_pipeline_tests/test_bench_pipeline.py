@@ -18,6 +18,7 @@ from .pipeline_fixtures import REPO, make_config
 
 CASES = REPO / "corpus" / "cases"
 BENCH_RULES = REPO / "corpus" / "cassettes" / "bench-rules.jsonl"
+RULES = REPO / "corpus" / "cassettes" / "rules.jsonl"  # the prose pipeline's
 BENCH_SLOPPY = REPO / "corpus" / "cassettes" / "bench-sloppy.jsonl"
 WEBNLG = REPO.parent / "shared" / "data" / "webnlg" / "dev.jsonl"
 
@@ -170,6 +171,35 @@ def test_bench_dry_run_plans_and_writes_nothing(
     assert cli_main([*argv, "--cache-dir", str(tmp_path / "cache")]) == 0
     plan = capsys.readouterr().out
     assert "split test, publishable" in plan
-    assert f"rules: replay {BENCH_RULES}; 20 extractions replayed, no calls" in plan  # 18 + 2
+    # 18 test-split episodes + 2 recasts, every one in the cassette
+    assert f"rules: replay {BENCH_RULES}; 40 records, covers 20 of 20 extractions" in plan
     assert "oracle: oracle" in plan
     assert list(tmp_path.iterdir()) == []
+
+
+def test_bench_dry_run_checks_each_cassette_as_the_run_would(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A missing cassette, and one recorded for other calls (the prose pipeline's), are named
+    before the run, as the main CLI's plan names them; the dry run still exits 0."""
+    argv = ["bench", "--dry-run", "--out", str(tmp_path / "out")]
+    argv += ["--backend", f"gone=cassette:path={tmp_path / 'gone.jsonl'}"]
+    argv += ["--backend", f"prose=cassette:path={RULES}"]
+    assert cli_main([*argv, "--cache-dir", str(tmp_path / "cache")]) == 0
+    plan = capsys.readouterr().out
+    assert f"gone: replay {tmp_path / 'gone.jsonl'}; would abort: " in plan
+    assert "file not found" in plan
+    assert "covers 0 of 40 extractions (the rest fail as cassette misses" in plan
+
+
+def test_a_failed_step_is_named_with_its_error_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gone = tmp_path / "gone.jsonl"
+    argv = ["bench", "--split", "test", "--out", str(tmp_path / "out")]
+    argv += ["--backend", f"gone=cassette:path={gone}", "--cache-dir", str(tmp_path / "cache")]
+    assert cli_main(argv) == 1
+    err = capsys.readouterr().err
+    assert "FAILED STEP bench_runs[gone|cases]: " in err
+    assert f"CassetteNotAFile: cassette {gone}: file not found" in err
+    assert "Stack Trace" not in err and "Traceback" not in err

@@ -19,14 +19,14 @@ from typing import Any, Literal
 
 from ..errors import InputFileError
 from ..extractors.base import Extractor
-from ..models import ExtractionResult, OntologyMode
+from ..models import Episode, ExtractionResult, OntologyMode
 from ..ontology import Ontology
 from ..options import ExtractOptions
 from ..runner import ChunkRun, extract_all, run_sync
 from ..scoring.webnlg import prf, score_triples
 from ..webnlg import WebNLGCorpus, category_of, load_webnlg, load_webnlg_ontology
 from .corpus import BenchCorpus, load_bench_corpus
-from .runner import render_markdown, run_bench, usage_totals
+from .runner import bench_calls, render_markdown, run_bench, usage_totals
 
 GoldKind = Literal["cases", "webnlg"]
 GoldSplit = Literal["all", "dev", "test"]
@@ -62,6 +62,18 @@ class GoldCorpus:
             return self.cases.expected_results()
         assert self.webnlg is not None
         return self.webnlg.expected_graphs()
+
+    def calls(self, ontology_mode: OntologyMode) -> list[tuple[Episode, ExtractOptions]]:
+        """Every extraction a bench row makes over this corpus (recasts included), each under
+        the options it is made with: what a plan checks a cassette's coverage against."""
+        if self.cases is not None:
+            return bench_calls(self.cases, ontology_mode)
+        assert self.webnlg is not None and self.ontologies is not None
+        return [
+            (chunk.episode, ExtractOptions.for_mode(ontology_mode, self.ontologies[category]))
+            for category, chunks in self.webnlg.by_category().items()
+            for chunk in chunks
+        ]
 
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -39,6 +39,30 @@ def _shown(case: BenchCase, episode: BenchEpisode) -> tuple[Ontology, tuple[str,
     return cut.ontology, cut.seeds
 
 
+_Cast = tuple[BenchCase, BenchEpisode, Episode, Ontology, tuple[str, ...] | None]
+
+
+def _casts(corpus: BenchCorpus) -> list[_Cast]:
+    """Every episode with the schema it is shown (its case's, or the slice of it)."""
+    plan: list[_Cast] = []
+    for case in corpus.cases:
+        for ep in case.episodes:
+            shown, seeds = _shown(case, ep)
+            episode = Episode(name=corpus.episode_name(case, ep), body=ep.body, context=ep.context)
+            plan.append((case, ep, episode, shown, seeds))
+    return plan
+
+
+def bench_calls(
+    corpus: BenchCorpus, ontology_mode: OntologyMode = "strict"
+) -> list[tuple[Episode, ExtractOptions]]:
+    """The extractions `run_bench` makes, in order, recasts included (what a plan checks a
+    cassette against)."""
+    plan = _casts(corpus)
+    casts = [*plan, *(p for p in plan if p[0].recast)]
+    return [(p[2], ExtractOptions.for_mode(ontology_mode, p[3])) for p in casts]
+
+
 def run_bench(
     corpus: BenchCorpus,
     extractor: Extractor,
@@ -48,12 +72,7 @@ def run_bench(
     concurrency: int = 8,
 ) -> dict[str, Any]:
     """Cast every episode of `corpus` with `extractor`; the run report as a dict."""
-    plan: list[tuple[BenchCase, BenchEpisode, Episode, Ontology, tuple[str, ...] | None]] = []
-    for case in corpus.cases:
-        for ep in case.episodes:
-            shown, seeds = _shown(case, ep)
-            episode = Episode(name=corpus.episode_name(case, ep), body=ep.body, context=ep.context)
-            plan.append((case, ep, episode, shown, seeds))
+    plan = _casts(corpus)
 
     async def cast_all() -> list[ChunkRun]:
         # One extract_all per episode: each may be shown a different slice of its schema.
