@@ -27,7 +27,7 @@ from ..core.reports.assemble import assemble_mode_report
 from ..core.reports.files import write_report_files
 from ..core.reports.markdown import render_mode_matrix, render_mode_report
 from ..core.reports.plot import plot_f1_by_mode
-from ..core.reports.report import float_metrics, mode_matrix
+from ..core.reports.report import F1_AXES, float_metrics, mode_matrix
 from ..core.scoring.strict import score_keys, table_keys
 from ..partitions import BY_MODE, mode_partitions, split_key
 from ..resources import EvalsResource
@@ -96,7 +96,7 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             metadata={  # none where no chunk was compared
                 f"{name}/{axis}_f1": float(scores[axis]["f1"])
                 for name, scores in strict.items()
-                for axis in ("entities", "edges", "summaries")
+                for axis in F1_AXES
                 if scores[axis]["f1"] is not None
             },
         )

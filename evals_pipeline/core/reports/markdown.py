@@ -26,6 +26,13 @@ def agreement_note(reports: Sequence[Mapping[str, Any]]) -> str:
 
 
 _DASH = "—"
+# The strict axes in table order, with their column labels (types: entities whose type matches).
+STRICT_AXES = {
+    "entities": "Entities",
+    "types": "Typed entities",
+    "edges": "Edges",
+    "summaries": "Summaries",
+}
 
 
 def _cell(value: object) -> str:
@@ -74,18 +81,18 @@ def _corpus_line(corpus: Mapping[str, Any]) -> str:
 
 def _strict_section(backends: Mapping[str, Any], reference: str) -> list[str]:
     headers = ["Backend"]
-    for axis in ("Entities", "Edges", "Summaries"):
-        headers += [f"{axis} P", f"{axis} R", f"{axis} F1"]
+    for label in STRICT_AXES.values():
+        headers += [f"{label} P", f"{label} R", f"{label} F1"]
     headers += ["Chunks compared", "Skipped"]
     rows = []
     for name, summary in backends.items():
         strict = summary.get("strict")
         if strict is None:
             filler = "(reference)" if name == reference else _DASH
-            rows.append([_cell(name), *[filler for _ in range(9)], _DASH, _DASH])
+            rows.append([_cell(name), *[filler] * (3 * len(STRICT_AXES)), _DASH, _DASH])
             continue
         row = [_cell(name)]
-        for axis in ("entities", "edges", "summaries"):
+        for axis in STRICT_AXES:
             prf = strict[axis]
             row += [_num(prf["precision"]), _num(prf["recall"]), _num(prf["f1"])]
         row += [_int(strict["chunks_compared"]), _int(strict["skipped_chunks"])]
@@ -291,6 +298,7 @@ def render_mode_report(report: Mapping[str, Any]) -> str:
 _MATRIX_METRICS: tuple[tuple[str, str, bool], ...] = (
     ("edges_f1", "Edge F1 (agreement with reference)", False),
     ("entities_f1", "Entity F1 (agreement with reference)", False),
+    ("types_f1", "Typed entity F1 (name and type agree with reference)", False),
     ("summaries_f1", "Summary F1 (agreement with reference)", False),
     ("error_rate", "Error rate", True),
     ("vocabulary_outside_rate", "Vocabulary outside rate (strict mode)", True),

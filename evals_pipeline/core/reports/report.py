@@ -23,7 +23,7 @@ from ..scoring.strict import ChunkKeys, score_keys, table_keys
 from ..statistics import percentiles
 from ..tables import table_graph_json
 
-F1_AXES: tuple[str, ...] = ("entities", "edges", "summaries")
+F1_AXES: tuple[str, ...] = ("entities", "types", "edges", "summaries")
 PARSE_STATUSES: tuple[str, ...] = ("clean", "recovered", "malformed")
 TRUNCATION_COUNTS: tuple[str, ...] = ("retry_succeeded", "exhausted")
 

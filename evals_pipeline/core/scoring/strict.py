@@ -10,6 +10,8 @@ semantics: an item the reference lists twice must be extracted twice to earn two
 and matches are one-to-one (a Counter intersection), so duplicates cannot be double-counted.
 
 - entities: by normalised name;
+- types: by (name, type), each normalised: the entity axis with its type required to match, so
+  a prompt or ontology-mode change that breaks typing shows here while names stay the same;
 - edges: by (source, relation, target), each normalised; direction matters, so a reversed edge
   is one false positive and one false negative;
 - summaries: by (entity name, summary), each normalised. Entities with an empty summary carry no
@@ -31,7 +33,7 @@ from ..memo import IdentityMemo, on_forget
 from ..models import ExtractionResult
 from ..tables import table_graph_json
 
-AXES: tuple[str, ...] = ("entities", "edges", "summaries")
+AXES: tuple[str, ...] = ("entities", "types", "edges", "summaries")
 
 
 @functools.lru_cache(maxsize=1 << 18)
@@ -109,18 +111,23 @@ ChunkKeys = dict[str, Counter[Hashable]]
 _KEYS: IdentityMemo[ChunkKeys] = IdentityMemo(200_000)
 
 
-def _keys(entities: Iterable[tuple[str, str]], edges: Iterable[tuple[str, str, str]]) -> ChunkKeys:
-    """Keys from (name, summary) pairs and (source, relation, target) triples."""
+def _keys(
+    entities: Iterable[tuple[str, str | None, str]], edges: Iterable[tuple[str, str, str]]
+) -> ChunkKeys:
+    """Keys from (name, type, summary) triples and (source, relation, target) triples."""
     names: list[str] = []
+    typed: list[tuple[str, str]] = []
     summaries: list[tuple[str, str]] = []
-    for raw_name, raw_summary in entities:
+    for raw_name, raw_type, raw_summary in entities:
         name = normalize(raw_name)
         names.append(name)
+        typed.append((name, normalize(raw_type or "")))
         if summary := normalize(raw_summary):
             summaries.append((name, summary))
     triples = [(normalize(s), normalize(r), normalize(t)) for s, r, t in edges]
     return {
         "entities": Counter(names),
+        "types": Counter(typed),
         "edges": Counter(triples),
         "summaries": Counter(summaries),
     }
@@ -129,7 +136,7 @@ def _keys(entities: Iterable[tuple[str, str]], edges: Iterable[tuple[str, str, s
 def chunk_keys(result: ExtractionResult) -> ChunkKeys:
     """The keys of one parsed graph."""
     return _keys(
-        ((e.name, e.summary) for e in result.entities),
+        ((e.name, e.type, e.summary) for e in result.entities),
         ((e.source, e.relation, e.target) for e in result.edges),
     )
 
@@ -149,7 +156,7 @@ def table_keys(table: pd.DataFrame) -> dict[str, ChunkKeys | None]:
         chunk: None
         if graph is None
         else _keys(
-            ((e["name"], e["summary"]) for e in graph[0]),
+            ((e["name"], e.get("type"), e["summary"]) for e in graph[0]),
             ((e["source"], e["relation"], e["target"]) for e in graph[1]),
         )
         for chunk, graph in table_graph_json(table)
@@ -186,6 +193,7 @@ class StrictScores:
     """Micro-averaged (pooled) scores over every chunk the reference extracted successfully."""
 
     entities: PRF
+    types: PRF
     edges: PRF
     summaries: PRF
     chunks_compared: int
@@ -246,6 +254,7 @@ def score_keys(
             total[2] += fn
     return StrictScores(
         entities=PRF(*totals["entities"]),
+        types=PRF(*totals["types"]),
         edges=PRF(*totals["edges"]),
         summaries=PRF(*totals["summaries"]),
         chunks_compared=compared,

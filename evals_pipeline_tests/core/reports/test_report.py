@@ -232,6 +232,10 @@ def test_strict_mode_report_every_number() -> None:
     assert strict["entities"]["precision"] == pytest.approx(2 / 3)
     assert strict["entities"]["recall"] == pytest.approx(2 / 3)
     assert strict["entities"]["f1"] == pytest.approx(2 / 3)
+    # typed: Alice agrees; ACME is a Company, not an Organization; Bob (c1) is extra and
+    # Bob (c2) missed
+    assert {k: strict["types"][k] for k in ("tp", "fp", "fn")} == {"tp": 1, "fp": 2, "fn": 2}
+    assert strict["types"]["f1"] == pytest.approx(1 / 3)
     # edges: the reversed edge is an FP; c2's KNOWS edge is an FN
     assert {k: strict["edges"][k] for k in ("tp", "fp", "fn")} == {"tp": 1, "fp": 1, "fn": 1}
     assert strict["edges"]["f1"] == pytest.approx(0.5)
@@ -426,6 +430,7 @@ def test_mode_matrix() -> None:
     assert list(cand) == ["freeform", "open", "strict"]
     assert cand["strict"] == {
         "entities_f1": pytest.approx(2 / 3),
+        "types_f1": pytest.approx(1 / 3),
         "edges_f1": pytest.approx(0.5),
         "summaries_f1": pytest.approx(0.5),
         "error_rate": pytest.approx(1 / 3),
@@ -460,7 +465,9 @@ def test_markdown_mode_report() -> None:
     assert "LLM-as-judge: skipped — ANTHROPIC_API_KEY is not set" in md
     assert "agreement with the reference backend" in md
     assert "not correctness" in md
-    assert "| cand | 0.667 | 0.667 | 0.667 | 0.500 | 0.500 | 0.500 | 0.500 | 0.500 | 0.500 |" in md
+    assert "| Entities F1 | Typed entities P | Typed entities R | Typed entities F1 |" in md
+    row = "| cand | 0.667 | 0.667 | 0.667 | 0.333 | 0.333 | 0.333 | 0.500 | 0.500 | 0.500 |"
+    assert row + " 0.500 | 0.500 | 0.500 |" in md
     assert "33.3%" in md
     assert "truncated: `cand`" in md
     assert "`ExtractionFailed` × 1" in md

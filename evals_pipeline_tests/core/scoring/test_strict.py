@@ -110,6 +110,20 @@ def test_different_relation_or_summary_does_not_match() -> None:
     assert scores["summaries"] == PRF(0, 1, 1)
 
 
+def test_types_axis_needs_name_and_type_to_agree() -> None:
+    """A name with the wrong type still counts on the entity axis, not on the typed one: a
+    prompt or ontology-mode change that breaks typing shows there."""
+
+    def typed(*pairs: tuple[str, str | None]) -> ExtractionResult:
+        return ExtractionResult(entities=tuple(Entity(name=n, type=t) for n, t in pairs))
+
+    ref = typed(("London", "City"), ("Ada", "Person"), ("Babbage", "Person"))
+    cand = typed(("london", " city "), ("Ada", "Organization"), ("Babbage", None))
+    scores = compare(cand, ref)
+    assert scores["entities"] == PRF(tp=3, fp=0, fn=0)
+    assert scores["types"] == PRF(tp=1, fp=2, fn=2)  # types normalised like names
+
+
 def test_duplicates_are_a_multiset_matched_one_to_one() -> None:
     ref = graph(["A", "A", "B"], [("A", "R", "B")])
     cand = graph(["a", "a", "a", "C"], [("A", "R", "B"), ("A", "R", "B")])
@@ -122,7 +136,12 @@ def test_duplicates_are_a_multiset_matched_one_to_one() -> None:
 def test_failed_candidate_chunk_misses_everything() -> None:
     ref = graph([("A", "s"), "B"], [("A", "R", "B")])
     scores = compare(None, ref)
-    assert scores == {"entities": PRF(0, 0, 2), "edges": PRF(0, 0, 1), "summaries": PRF(0, 0, 1)}
+    assert scores == {
+        "entities": PRF(0, 0, 2),
+        "types": PRF(0, 0, 2),
+        "edges": PRF(0, 0, 1),
+        "summaries": PRF(0, 0, 1),
+    }
     assert scores["entities"].precision == 0.0
     assert scores["entities"].f1 == 0.0
 
@@ -144,6 +163,7 @@ def test_score_against_reference_pools_and_skips() -> None:
     scores = score_against_reference(candidate, reference)
     assert scores == StrictScores(
         entities=PRF(tp=2, fp=1, fn=3),
+        types=PRF(tp=2, fp=1, fn=3),  # untyped on both sides: the types agree
         edges=PRF(tp=0, fp=1, fn=1),
         summaries=PRF(0, 0, 0),
         chunks_compared=3,
