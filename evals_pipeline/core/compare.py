@@ -301,19 +301,20 @@ def compare_runs(
             "numerator": num_side,
             "denominator": den_side,
             "lower_is_better": rate in LOWER_IS_BETTER,
-            "a": {"num": int(na.sum()), "den": int(da.sum()), "rate": pooled_rate(na, da)}
-            if in_a
-            else None,
-            "b": {"num": int(nb.sum()), "den": int(db.sum()), "rate": pooled_rate(nb, db)}
-            if in_b
-            else None,
+            "a": _side_rate(na, da) if in_a else None,
+            "b": _side_rate(nb, db) if in_b else None,
             "delta": None,
             "low": None,
             "high": None,
             "rises": None,
             "falls": None,
         }
-        if in_a and in_b:
+        if in_a and in_b and (not da.sum() or not db.sum()):
+            # A rate with nothing to count in a run (e.g. no property expected) is undefined
+            # there, not 0: no delta, no interval.
+            empty = " and ".join(side for side, den in (("a", da), ("b", db)) if not den.sum())
+            notes.append(f"{rate}: undefined in run {empty} (no {den_side} counted)")
+        elif in_a and in_b:
             # Per episode, only where both rates are defined; cross-multiplied to stay exact.
             defined = (da > 0) & (db > 0)
             diff = nb * da - na * db
@@ -362,7 +363,7 @@ def compare_runs(
             "status_a": ea.status,
             "status_b": eb.status,
         }
-        for (ea, eb), sa, sb in zip(pairs, score_a, score_b, strict=True)
+        for (ea, eb), sa, sb in (zip(pairs, score_a, score_b, strict=True) if ranking else ())
         if sb != sa
     ]
     drops = sorted((c for c in changes if c["change"] < 0), key=lambda c: c["change"])
@@ -384,6 +385,12 @@ def compare_runs(
         "largest_rises": rises[:TOP_CHANGES],
         "notes": notes,
     }
+
+
+def _side_rate(num: np.ndarray, den: np.ndarray) -> dict[str, Any]:
+    """One run's pooled counts and rate; the rate is None where nothing was counted."""
+    total = int(den.sum())
+    return {"num": int(num.sum()), "den": total, "rate": pooled_rate(num, den) if total else None}
 
 
 def _fmt(value: float | None, signed: bool = False) -> str:
@@ -425,7 +432,9 @@ def render_comparison(result: Mapping[str, Any], *, list_limit: int = 20) -> str
         a = r["a"]["rate"] if r["a"] else None
         b = r["b"]["rate"] if r["b"] else None
         if r["low"] is None:
-            interval, verdict, moves = "—", "not in both runs", "—"
+            undefined = r["a"] is not None and r["b"] is not None
+            interval, moves = "—", "—"
+            verdict = "undefined in a run" if undefined else "not in both runs"
         else:
             interval = f"[{_fmt(r['low'], True)}, {_fmt(r['high'], True)}]"
             if r["low"] <= 0.0 <= r["high"]:

@@ -156,6 +156,20 @@ def test_a_rate_present_in_one_run_only_is_shown_without_a_delta() -> None:
     assert rates["forbidden"]["delta"] is None
 
 
+def test_a_rate_with_nothing_counted_is_undefined_not_zero() -> None:
+    """No reversible edge in run a: its direction rate is undefined (the bench report's "—"),
+    and comparing it would report a rise from a 0.0 that was never measured."""
+    a = report([ep("d", "1", D1, edges_matched=0, edges_reversed=0)])
+    b = report([ep("d", "1", D1, edges_matched=2, edges_reversed=0)])
+    result = compare_runs(a, b, resamples=100)
+    (rate,) = result["rates"]
+    assert (rate["a"]["rate"], rate["b"]["rate"]) == (None, 1.0)
+    assert (rate["delta"], rate["low"], rate["high"]) == (None, None, None)
+    assert "direction: undefined in run a" in " ".join(result["notes"])
+    line = next(x for x in render_comparison(result).splitlines() if x.startswith("| direction"))
+    assert "| — | 1.0000 |" in line and "undefined in a run" in line and "0.0000" not in line
+
+
 def test_a_run_against_itself_cannot_be_told_apart() -> None:
     result = compare_runs(run_a(), run_a(), resamples=300)
     assert result["paired"] == 6
