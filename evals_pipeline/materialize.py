@@ -257,6 +257,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"report ({mode}): {config.output_dir / mode / 'report.md'}")
     for path in outcome.bench_reports:
         print(f"bench report ({path.parent.name}): {path}")
+    chart = outcome.report_path.parent / "f1_by_mode.png"
+    if chart.is_file():
+        print(f"chart: {chart}")
     print(f"report: {outcome.report_path}")
     return 0
 

@@ -208,6 +208,7 @@ def test_driver_materialises_everything_then_reuses_the_cache(tmp_path: Path) ->
     for mode in ("freeform", "open", "strict"):
         assert f"report ({mode}): " in first.stdout
         assert (tmp_path / "reports" / mode / "report.md").is_file()
+    assert f"chart: {matrix.parent / 'f1_by_mode.png'}\n" in first.stdout
     assert (tmp_path / "cache" / "assets" / "extractions" / "rules" / "strict.parquet").is_file()
 
     summary = SUMMARY.search(first.stderr)

@@ -206,6 +206,42 @@ def _fmt(value: float | None) -> str:
     return "—" if value is None else f"{value:.3f}"
 
 
+# What the less obvious rates mean; every rate's counts come from BENCH_RATES.
+RATE_NOTES = {
+    "direction": "matched edges that point the way the gold graph does",
+    "conformance": "emitted items the schema shown allows (first reply)",
+    "ungrounded": "items whose quote is not in the text (lower is better)",
+    "forbidden": "items a case forbids (identity-less, injected, reversed) that were written "
+    "(lower is better)",
+    "span": "matched items whose quote overlaps the gold span",
+    "mention": "matched entities whose secondary-identity (`mention`) flag agrees",
+    "seed_recall": "sliced cases: expected types among the types the text names (the seeds)",
+    "closure_recall": "sliced cases: expected types anywhere in the slice shown",
+    "recast_added": "a second cast of the same text: vertices it added",
+    "recast_duplicated": "a second cast of the same text: vertices it minted again",
+}
+
+
+def _legend(rates: list[str]) -> list[str]:
+    lines = ["", "## What the rates count", ""]
+    for rate in rates:
+        if rate in BENCH_RATES:
+            num, den = BENCH_RATES[rate]
+            counts = f"`{num}` / `{den}`"
+        else:
+            counts = "F1 of its precision and recall"
+        note = RATE_NOTES.get(rate)
+        lines.append(f"- `{rate}`: {counts}" + (f" — {note}" if note else ""))
+    lines += [
+        "",
+        "— : nothing to count in this run (e.g. no property expected), not 0. The oracle row "
+        "answers with the gold graph: it must reach 1.0 on entity_f1, edge_f1, property_f1, "
+        "direction and mention (the `oracle_ceiling` check). seed_recall measures the slicing: "
+        "its seeds miss a type the text names only through a relation, for the oracle too.",
+    ]
+    return lines
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     lines = [
         "# Exact-match benchmark",
@@ -228,6 +264,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             "—" if rows[r].get("cost_usd") is None else f"{rows[r]['cost_usd']:.4f}" for r in rows
         ]
         lines.append("| cost (USD) | " + " | ".join(cells) + " |")
+    lines += _legend(rates)
     for name, row in rows.items():
         failed = [e for e in row["episodes"] if e["status"] != "ok"]
         lines += ["", f"## {name}: {len(row['episodes'])} episodes, {len(failed)} errors"]

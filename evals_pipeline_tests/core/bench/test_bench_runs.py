@@ -9,7 +9,12 @@ import pytest
 
 from evals_pipeline.core.bench.corpus import BenchCorpus, load_bench_corpus
 from evals_pipeline.core.bench.metrics import COUNT_NAMES
-from evals_pipeline.core.bench.runner import oracle_extractor, run_bench, write_run
+from evals_pipeline.core.bench.runner import (
+    oracle_extractor,
+    render_markdown,
+    run_bench,
+    write_run,
+)
 from evals_pipeline.core.bench.slice import slice_schema
 from evals_pipeline.core.compare import RATES, compare_runs
 from evals_pipeline.core.extractors.oracle import OracleExtractor
@@ -44,6 +49,21 @@ def test_oracle_scores_perfectly_on_the_whole_corpus() -> None:
     assert rates["seed_recall"] is not None and rates["seed_recall"] < 1.0
     assert report["split"] == "all" and report["publishable"] is False
     assert set(RATES) <= set(rates)
+
+
+def test_the_report_says_what_each_rate_counts_and_what_the_oracle_must_reach() -> None:
+    from evals_pipeline.assets.bench import CEILING
+
+    corpus = load_bench_corpus()
+    report = run_bench(corpus, oracle_extractor(corpus), row_name="oracle")
+    markdown = render_markdown(report)
+    legend = markdown.split("## What the rates count", 1)[1]
+    table_rates = [line.split(" | ")[0][2:] for line in markdown.splitlines() if line[:2] == "| "]
+    for rate in table_rates[1:]:  # past the header row
+        assert f"- `{rate}`: " in legend, rate
+    assert "`mention`: `mention_agree` / `entities_tp`" in legend
+    ceiling = legend.split("must reach 1.0 on ", 1)[1].split(" (the `oracle_ceiling` check)")[0]
+    assert set(ceiling.replace(" and ", ", ").split(", ")) == set(CEILING["cases"])
 
 
 def test_only_the_test_split_of_the_unmodified_corpus_is_publishable(tmp_path: Path) -> None:
