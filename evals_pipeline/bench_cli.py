@@ -141,7 +141,7 @@ def main(argv: Sequence[str]) -> int:
     from dagster import DagsterInstance
 
     from .graph import build_definitions
-    from .materialize import MaterializeResult, materialize_bench
+    from .materialize import MaterializeResult, materialize_bench, print_problems
 
     try:
         config = bench_config(args, parser)
@@ -164,10 +164,7 @@ def main(argv: Sequence[str]) -> int:
     except EvalsError as exc:
         print(f"evals-pipeline bench: error: {exc}", file=sys.stderr)
         return 2
-    for line in outcome.failed_checks:
-        print(f"FAILED CHECK {line}", file=sys.stderr)
-    for line in outcome.failed_steps:
-        print(f"FAILED STEP {line}", file=sys.stderr)
+    print_problems(outcome, verbose=args.verbose)
     print(f"{outcome.bench_calls} bench calls ({outcome.bench_replayed} replayed)", file=sys.stderr)
     for path in outcome.bench_reports:
         print(f"bench report ({path.parent.name}): {path}")

@@ -218,16 +218,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.dry_run:
             print(dry_run(config))
             return 0
-        from .materialize import materialize_all
+        from .materialize import materialize_all, print_problems
 
         outcome = materialize_all(config, quiet=not args.verbose)
     except EvalsError as exc:
         print(f"evals-pipeline: error: {exc}", file=sys.stderr)
         return USAGE_ERROR
-    for line in outcome.failed_checks:
-        print(f"FAILED CHECK {line}", file=sys.stderr)
-    for line in outcome.failed_steps:
-        print(f"FAILED STEP {line}", file=sys.stderr)
+    print_problems(outcome, verbose=args.verbose)
     if not outcome.success or outcome.report_path is None:
         print("run failed; downstream assets were not materialised", file=sys.stderr)
         return 1

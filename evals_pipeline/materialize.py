@@ -219,6 +219,21 @@ def materialize_bench(
     return True
 
 
+def print_problems(outcome: MaterializeResult, *, verbose: bool) -> None:
+    """What went wrong or needs a look, a line each on stderr: failed WARN checks, failed
+    blocking checks, failed steps with their errors (every driver prints the same)."""
+    for line in outcome.warnings:
+        print(f"WARNING {line}", file=sys.stderr)
+    for line in outcome.failed_checks:
+        print(f"FAILED CHECK {line}", file=sys.stderr)
+    for line in outcome.failed_steps:
+        print(f"FAILED STEP {line}", file=sys.stderr)
+    if outcome.failed_steps and not verbose:
+        print(
+            "(--verbose prints Dagster's event log, with each failure's traceback)", file=sys.stderr
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evals_pipeline.materialize")
     parser.add_argument("--config", type=Path, default=None, help="default: evals.yaml")
@@ -240,16 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{outcome.bench_calls} bench calls ({outcome.bench_replayed} replayed)",
         file=sys.stderr,
     )
-    for line in outcome.warnings:
-        print(f"WARNING {line}", file=sys.stderr)
-    for line in outcome.failed_checks:
-        print(f"FAILED CHECK {line}", file=sys.stderr)
-    for line in outcome.failed_steps:
-        print(f"FAILED STEP {line}", file=sys.stderr)
-    if outcome.failed_steps and not args.verbose:
-        print(
-            "(--verbose prints Dagster's event log, with each failure's traceback)", file=sys.stderr
-        )
+    print_problems(outcome, verbose=args.verbose)
     if not outcome.success or outcome.report_path is None:
         print("materialisation failed; downstream assets were not materialised", file=sys.stderr)
         return 1

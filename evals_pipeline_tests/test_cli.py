@@ -216,3 +216,21 @@ def test_an_empty_corpus_is_an_error_not_a_perfect_score(
     args = ["--backend", "a=oracle", "--backend", "b=oracle", "--reference", "a"]
     assert main([*args, "--corpus", str(empty), "--dry-run"]) == 2
     assert "the corpus holds no chunk" in capsys.readouterr().err
+
+
+def test_a_stale_cassette_is_warned_about_with_the_next_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cassette recorded under other prompts (here: open-mode records replayed in strict
+    mode) still makes a report, and the CLI says why its chunks all failed."""
+    stale = tmp_path / "stale.jsonl"
+    lines = RULES.read_text().splitlines()
+    stale.write_text("".join(line + "\n" for line in lines if '"ontology_mode":"open"' in line))
+    args = ["--backend", "o=oracle", "--backend", f"s=cassette:path={stale}", "--reference", "o"]
+    args += ["--corpus", str(CORPUS), "--ontology", str(ONTOLOGY), "--ontology-mode", "strict"]
+    args += ["--limit", "2", "--output-dir", str(tmp_path / "reports")]
+    args += ["--cache-dir", str(tmp_path / "cache")]
+    assert main(args) == 0  # a shortfall is an error rate, not an abort
+    err = capsys.readouterr().err
+    assert "WARNING extractions[s|strict] cassette_coverage: 2 of 2 chunks are not in" in err
+    assert "re-record" in err.lower()
