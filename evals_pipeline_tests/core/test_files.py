@@ -78,3 +78,12 @@ def test_every_json_input_refuses_a_key_given_twice(name: str, tmp_path: Path) -
         assert err.value.line == 2
     if name == "bench episodes":
         assert err.value.path.name == "episodes.jsonl" and err.value.line == 1
+
+
+@pytest.mark.parametrize("name", ["prices", "golden example", "claim recording", "gate baseline"])
+def test_every_json_input_names_bytes_that_are_not_utf8(name: str, tmp_path: Path) -> None:
+    load = LOADERS[name](tmp_path)
+    for path in tmp_path.glob("*.json"):
+        path.write_bytes(b'{"a": "caf\xe9"}')
+    with pytest.raises(InputFileError, match=r"not UTF-8 text \(byte offset 10\)"):
+        load()
