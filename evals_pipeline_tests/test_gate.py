@@ -383,6 +383,9 @@ def test_driver_claims_layer_passes_when_inactive_and_skips_without_a_golden_set
         outcome = MaterializeResult()
         assert materialize_claims(config, defs, instance, outcome, quiet=True)
         assert outcome.runs == 1 and outcome.failed_checks == []
+        # Quiet runs print no Dagster log: the INACTIVE banner reaches CI as a warning line.
+        [warning] = outcome.warnings
+        assert warning.startswith("claims_regression_gate: ") and "INACTIVE" in warning
         absent = config.model_copy(update={"golden_dir": tmp_path / "nowhere"})
         skipped = MaterializeResult()
         assert materialize_claims(absent, defs, instance, skipped, quiet=True)
