@@ -27,6 +27,7 @@ from dagster import (
     Definitions,
     materialize,
 )
+from dagster._utils.error import SerializableErrorInfo  # the step failure's error chain
 
 from .assets.bench import bench_key
 from .assets.claims import CLAIMS_ASSETS, CLAIMS_GATE
@@ -135,15 +136,23 @@ def _gate_inactive(evaluation: AssetCheckEvaluation) -> bool:
 
 
 def _why(event: DagsterEvent) -> str:
-    """A failed step's own error, in one line: Dagster wraps it ("Error occurred while
-    executing op ..."), and the driver prints no traceback unless --verbose."""
+    """A failed step's own error, in one line: the first error under Dagster's wrappers ("Error
+    occurred while executing op ..."), not the root of its chain (a CassetteWriteError names
+    the file; the OSError under it does not). The driver prints no traceback unless --verbose."""
     failure = event.step_failure_data
-    error = failure.error if failure is not None else None
-    while error is not None and error.cause is not None:
+    return step_error_line(failure.error if failure is not None else None)
+
+
+def step_error_line(error: SerializableErrorInfo | None) -> str:
+    while error is not None and error.cause is not None and _dagsters(error):
         error = error.cause
     if error is None or not error.message.strip():
         return ""
     return f": {error.message.strip().splitlines()[-1]}"
+
+
+def _dagsters(error: SerializableErrorInfo) -> bool:
+    return (error.cls_name or "").startswith("Dagster")
 
 
 def materialize_claims(

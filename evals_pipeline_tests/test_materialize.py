@@ -276,3 +276,28 @@ def test_every_asset_check_says_what_it_asserts(tmp_path: Path) -> None:
     specs = [spec for asset in defs.assets or [] for spec in asset.check_specs]  # type: ignore[union-attr]
     assert {spec.name for spec in specs} >= {COVERAGE_CHECK, "cassette_integrity"}
     assert all(spec.description for spec in specs), [s.name for s in specs if not s.description]
+
+
+def test_a_failed_step_line_names_our_error_not_the_os_error_under_it() -> None:
+    from dagster._utils.error import SerializableErrorInfo
+
+    from evals_pipeline.materialize import step_error_line
+
+    disk = SerializableErrorInfo("OSError: [Errno 28] No space left on device\n", [], "OSError")
+    ours = SerializableErrorInfo(
+        "evals_pipeline.core.errors.CassetteWriteError: /data/rules.jsonl: cannot append\n",
+        [],
+        "CassetteWriteError",
+        cause=disk,
+    )
+    wrapped = SerializableErrorInfo(
+        'Error occurred while executing op "extractions":\n',
+        [],
+        "DagsterExecutionStepExecutionError",
+        cause=ours,
+    )
+    assert step_error_line(wrapped) == (
+        ": evals_pipeline.core.errors.CassetteWriteError: /data/rules.jsonl: cannot append"
+    )
+    assert step_error_line(disk) == ": OSError: [Errno 28] No space left on device"
+    assert step_error_line(None) == ""
