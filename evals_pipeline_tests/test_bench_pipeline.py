@@ -192,6 +192,26 @@ def test_bench_dry_run_checks_each_cassette_as_the_run_would(
     assert "covers 0 of 40 extractions (the rest fail as cassette misses" in plan
 
 
+def test_bench_dry_run_counts_the_second_answer_a_recast_needs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A recast asks one key twice and is served FIFO: a cassette with one answer per key
+    covers the first cast, not the second."""
+    once = tmp_path / "once.jsonl"
+    seen: set[str] = set()
+    with once.open("w") as out:
+        for line in BENCH_RULES.read_text().splitlines():
+            key = json.loads(line)["key"]
+            if key not in seen:
+                seen.add(key)
+                out.write(line + "\n")
+    argv = ["bench", "--dry-run", "--out", str(tmp_path / "out")]
+    argv += ["--backend", f"once=cassette:path={once}", "--cache-dir", str(tmp_path / "cache")]
+    assert cli_main(argv) == 0
+    assert "once: replay" in (plan := capsys.readouterr().out)
+    assert "36 records, covers 36 of 40 extractions (the rest fail as cassette misses" in plan
+
+
 def test_a_failed_step_is_named_with_its_error_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

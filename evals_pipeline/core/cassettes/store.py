@@ -234,6 +234,10 @@ class Cassette:
     def keys(self) -> Iterable[str]:
         return self._by_key.keys()
 
+    def answers(self, key: str) -> int:
+        """How many answers are recorded for `key` (FIFO serves each once)."""
+        return len(self._by_key.get(key, ())) // _LOCATION
+
     def __len__(self) -> int:
         return self.record_count
 
