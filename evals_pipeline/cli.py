@@ -158,13 +158,15 @@ def _config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> EvalsC
             f"{', '.join(flag_run_only)}: only for a run built with --backend; with a project "
             "file, set this in the file"
         )
-    config = load_config(args.config or default_config_path())
+    source = args.config or default_config_path()
+    config = load_config(source)
     overrides = {  # a flag path is relative to the working directory
         name: value.resolve() if isinstance(value, Path) else value
         for name, value in _path_flags(args).items()
     }
     if overrides:
         config = config.model_copy(update=overrides)
+    config.check_inputs(f"{source} (with the flags given)" if overrides else source)
     if args.ontology_mode and config.ontology is None:
         parser.error("--ontology-mode needs an ontology (--ontology, or ontology: in the config)")
     if args.ontology_mode:

@@ -121,7 +121,12 @@ def test_path_flags_override_the_project_file(
     config = write_config(tmp_path, ["strict"])
     missing = tmp_path / "elsewhere.jsonl"
     assert main(["--config", str(config), "--corpus", str(missing), "--dry-run"]) == 2
-    assert f"{missing}: file not found" in capsys.readouterr().err  # not the file's corpus
+    err = capsys.readouterr().err  # the flag's corpus, not the file's
+    assert f"(with the flags given) [corpus]: {missing}: no such file or folder" in err
+    bad_gold = tmp_path / "gold.yaml"
+    bad_gold.write_text(config.read_text() + "bench: {corpora: {cases: nowhere/cases}}\n")
+    assert main(["--config", str(bad_gold), "--limit", "1"]) == 2  # before any run
+    assert f"{bad_gold} [bench.corpora.cases]: " in capsys.readouterr().err
     out_dir = tmp_path / "flag-reports"
     assert main(["--config", str(config), "--output-dir", str(out_dir), "--limit", "1"]) == 0
     assert (out_dir / "strict" / "report.md").is_file()
