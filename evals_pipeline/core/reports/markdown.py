@@ -93,8 +93,8 @@ def _strict_section(backends: Mapping[str, Any], reference: str) -> list[str]:
             continue
         row = [_cell(name)]
         for axis in STRICT_AXES:
-            prf = strict[axis]
-            row += [_num(prf["precision"]), _num(prf["recall"]), _num(prf["f1"])]
+            prf = strict.get(axis) or {}  # an axis added after the report was stored: —
+            row += [_num(prf.get("precision")), _num(prf.get("recall")), _num(prf.get("f1"))]
         row += [_int(strict["chunks_compared"]), _int(strict["skipped_chunks"])]
         rows.append(row)
     return [f"## Strict agreement with {_code(reference)}", "", *_table(headers, rows), ""]

@@ -210,7 +210,9 @@ def _ordered_modes(modes: Sequence[str]) -> list[str]:
 
 def _f1(summary: Mapping[str, Any], axis: str) -> float | None:
     strict = summary.get("strict")
-    return None if strict is None else strict[axis]["f1"]
+    # A report stored before an axis existed (`types`) has no block for it: not measured.
+    scores = None if strict is None else strict.get(axis)
+    return None if scores is None else scores["f1"]
 
 
 def _outside_rate(summary: Mapping[str, Any]) -> float | None:

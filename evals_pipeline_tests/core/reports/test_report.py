@@ -569,3 +569,13 @@ def test_an_oracle_reference_is_called_labels_not_another_model() -> None:
     assert "hand-written expected graphs" in render_mode_matrix(mode_matrix(reports))
     reports["open"]["backends"]["ref"]["spec"] = "cassette:path=ref.jsonl"  # one is a model
     assert "another model" in render_mode_matrix(mode_matrix(reports))
+
+
+def test_a_report_stored_before_the_types_axis_still_renders() -> None:
+    """Dagster may re-materialise the matrix over mode reports written by an older version."""
+    old = report_for("strict")
+    del old["backends"]["cand"]["strict"]["types"]
+    matrix = mode_matrix({"strict": old})
+    assert matrix["matrix"]["cand"]["strict"]["types_f1"] is None
+    assert "| cand | — |" in render_mode_matrix(matrix).split("## Typed entity F1")[1]
+    assert "| cand | 0.667 | 0.667 | 0.667 | — | — | — | 0.500 |" in render_mode_report(old)
