@@ -115,6 +115,9 @@ def main() -> None:
     print(f"single pass (1 resample):     {single:8.3f} s")
     print(f"ratio full / single pass:     {full / single:8.1f}x")
     for r in result["rates"]:
+        if r["delta"] is None:  # not in both runs, or nothing counted in one of them
+            print(f"  {r['rate']:<18} undefined")
+            continue
         print(f"  {r['rate']:<18} {r['delta']:+.4f}  [{r['low']:+.4f}, {r['high']:+.4f}]")
 
 

@@ -31,6 +31,8 @@ Fields not named here are ignored. `counts` maps count names (those of `RATES`) 
 integers. The writer should write every count it knows for every episode, errored ones included
 (nothing produced, but everything still expected): a count an episode lacks is read as 0, and a
 rate is computed for a run only when some paired episode of that run carries all its counts.
+Where its denominator sums to 0 in a run (nothing to count), that run's `rate` is None, and the
+rate's delta, interval, rises and falls are None: undefined, not 0.
 
 Pairing: on (case, source_id), and only where both sides carry the same `case_digest`, so that a
 case whose content changed between corpus versions is not compared with its old self. Reports

@@ -1,8 +1,9 @@
 """Strict-string comparison of a candidate backend's extractions against a reference backend's.
 
-This is *reference mode*: the reference is another model's output, not ground truth. A high score
-means the candidate extracted the same strings as the reference backend did; it says nothing
-about whether either of them is correct. A candidate that finds a real entity the reference
+This is *reference mode*: the reference is another backend's output (another model's, or the
+oracle's hand-written labels), not ground truth in general. A high score means the candidate
+extracted the same strings as the reference backend did; against a model it says nothing about
+whether either of them is correct. A candidate that finds a real entity the reference
 missed is penalised here (a false positive), exactly as one that hallucinates.
 
 Items are compared as normalised strings (casefolded, whitespace collapsed), with multiset
