@@ -168,7 +168,11 @@ def main(argv: Sequence[str]) -> int:
         print(f"evals-pipeline bench: error: {exc}", file=sys.stderr)
         return 2
     print_problems(outcome, verbose=args.verbose)
-    print(f"{outcome.bench_calls} bench calls ({outcome.bench_replayed} replayed)", file=sys.stderr)
+    print(
+        f"{outcome.bench_calls} bench calls ({outcome.bench_replayed} replayed, "
+        f"{outcome.bench_misses} cassette misses)",
+        file=sys.stderr,
+    )
     for path in outcome.bench_reports:
         print(f"bench report ({path.parent.name}): {path}")
         print(f"bench JSON: {path.with_suffix('.json')}")

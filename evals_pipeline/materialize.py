@@ -58,6 +58,7 @@ class MaterializeResult:
     report_path: Path | None = None
     bench_calls: int = 0
     bench_replayed: int = 0
+    bench_misses: int = 0
     bench_reports: list[Path] = field(default_factory=list)
 
 
@@ -106,6 +107,7 @@ def _run(
         if "bench_calls" in meta:
             outcome.bench_calls += int(meta["bench_calls"].value)  # type: ignore[arg-type]
             outcome.bench_replayed += int(meta["bench_replayed"].value)  # type: ignore[arg-type]
+            outcome.bench_misses += int(meta["bench_cassette_misses"].value)  # type: ignore[arg-type]
         if "judge_calls" in meta:
             outcome.judge_calls += int(meta["judge_calls"].value)  # type: ignore[arg-type]
             outcome.judge_cache_hits += int(meta["judge_cache_hits"].value)  # type: ignore[arg-type]
@@ -269,7 +271,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"from cassettes or the oracle ({outcome.cassette_misses} cassette misses); "
         f"{outcome.judge_calls} judge "
         f"calls, {outcome.judge_cache_hits} answered from the judge cache; "
-        f"{outcome.bench_calls} bench calls ({outcome.bench_replayed} replayed)",
+        f"{outcome.bench_calls} bench calls ({outcome.bench_replayed} replayed, "
+        f"{outcome.bench_misses} cassette misses)",
         file=sys.stderr,
     )
     print_problems(outcome, verbose=args.verbose)

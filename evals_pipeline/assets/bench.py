@@ -136,6 +136,7 @@ def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             "bench_calls": extractor.calls,
             "bench_cache_hits": extractor.hits,
             "bench_replayed": extractor.replayed,
+            "bench_cassette_misses": extractor.misses,
             "requests": sum(int(e["counts"].get("requests", 0)) for e in episodes),
             "spec": row["spec"],
         }
