@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from .errors import EvalsError, InputFileError
-from .files import parse_json, read_input_text
+from .files import load_json
 from .statistics_bootstrap import paired_bootstrap_deltas, pooled_rate
 
 # Rate name -> (numerator, denominator). Each side is a count name, or several joined by "+".
@@ -108,8 +108,7 @@ class _Episode:
 def load_run_report(path: Path | str) -> dict[str, Any]:
     """Read a run report file; unreadable or non-JSON content is an InputFileError."""
     path = Path(path)
-    text = read_input_text(path)
-    data = parse_json(path, text)
+    data = load_json(path)
     if not isinstance(data, dict):
         raise InputFileError(path, "a run report must be a JSON object")
     return data

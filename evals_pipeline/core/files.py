@@ -122,6 +122,12 @@ def parse_json(
         raise error(path, f"key {exc.args[0]!r} is given twice in one object", line=line) from None
 
 
+def load_json(path: Path | str, error: type[InputFileError] = InputFileError) -> Any:
+    """A whole JSON input file (`read_input_text`, then `parse_json`), as `load_yaml` is for
+    YAML: unreadable, non-UTF-8 or invalid content is `error` naming the file and the line."""
+    return parse_json(path, read_input_text(path, error), error=error)
+
+
 def validate_file_model(
     model: type[M], data: Any, path: Path | str, error: type[InputFileError] = InputFileError
 ) -> M:

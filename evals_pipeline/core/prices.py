@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from .errors import InputFileError
-from .files import field_path, parse_json, read_input_text
+from .files import field_path, load_json
 
 
 class ModelPrice(BaseModel):
@@ -35,7 +35,7 @@ class ModelPrice(BaseModel):
 def load_prices(path: Path | str) -> dict[str, dict[str, float]]:
     """`{model: {"input_per_1m": …, "output_per_1m": …}}`; InputFileError names what is wrong."""
     path = Path(path)
-    data: Any = parse_json(path, read_input_text(path))
+    data: Any = load_json(path)
     if not isinstance(data, dict):
         raise InputFileError(path, "a prices file is a JSON object of model names")
     out: dict[str, dict[str, float]] = {}

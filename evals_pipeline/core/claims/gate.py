@@ -25,7 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
 from ..errors import EvalsError, InputFileError
-from ..files import field_path, parse_json, read_input_text
+from ..files import field_path, load_json
 from ..reports.files import write_text_atomic
 from .golden import GoldenSet
 from .recordings import now_iso
@@ -91,7 +91,7 @@ def read_baseline(path: Path, *, required: bool = False) -> Baseline | None:
                 "gate, or write one with `evals-pipeline gate --write-baseline`)",
             )
         return None
-    data = parse_json(path, read_input_text(path))
+    data = load_json(path)
     try:
         return Baseline.model_validate(data)
     except ValidationError as exc:

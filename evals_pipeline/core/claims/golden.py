@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
 from ..errors import InputFileError
-from ..files import field_path, parse_json, read_input_text
+from ..files import field_path, load_json
 from .extractor import MAX_CLAIM_WORDS, MIN_CLAIM_WORDS, claim_shape_ok, span_is_verbatim
 
 ReviewStatus = Literal["PENDING_HUMAN_REVIEW", "VERIFIED"]
@@ -128,8 +128,7 @@ def _problem(error: Any) -> str:
 
 def load_golden_example(path: Path | str) -> GoldenExample:
     path = Path(path)
-    text = read_input_text(path)
-    data = parse_json(path, text)
+    data = load_json(path)
     if not isinstance(data, dict):
         raise InputFileError(path, "a golden example must be a JSON object")
     try:

@@ -20,7 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError
 
 from ..errors import InputFileError
-from ..files import field_path, parse_json, read_input_text
+from ..files import field_path, load_json
 from ..reports.files import write_text_atomic
 from .extractor import Claim
 
@@ -57,7 +57,7 @@ def recording_path(recordings_dir: Path, example_id: str) -> Path:
 def read_recording(path: Path | str) -> Recording:
     """One recording file; anything unreadable or incomplete is an InputFileError."""
     path = Path(path)
-    data = parse_json(path, read_input_text(path))
+    data = load_json(path)
     if not isinstance(data, dict):
         raise InputFileError(path, "a recording must be a JSON object")
     try:
