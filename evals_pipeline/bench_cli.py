@@ -27,7 +27,7 @@ from .core.cassettes.store import load_cassette
 from .core.config import BenchConfig, EvalsConfig
 from .core.errors import CassetteError, EvalsError
 from .core.extractors.specs import parse_named_backend
-from .core.models import ONTOLOGY_MODES, OntologyMode
+from .core.models import ONTOLOGY_MODES
 from .core.prices import load_prices
 
 ORACLE = "oracle"
@@ -66,7 +66,9 @@ def bench_plan(config: EvalsConfig, golds: Sequence[GoldCorpus]) -> str:
             if gold.kind == "cases"
             else f", {len(s['categories'])} categories"
         )
-        recast = sum(len(c.episodes) for c in gold.cases.cases if c.recast) if gold.cases else 0
+        # Every extraction a row makes (recasts included), by cassette key: counted once per gold.
+        asked = Counter(extract_key(e, o) for e, o in gold.calls(config.bench.ontology_mode))
+        calls = asked.total()
         lines.append(
             f"gold {gold.name}: {gold.kind} {gold.path} ({gold.episode_count} episodes{extra})"
         )
@@ -80,11 +82,9 @@ def bench_plan(config: EvalsConfig, golds: Sequence[GoldCorpus]) -> str:
             record = config.bench.record_cassette.get(name)
             if record is not None:
                 source += f", recording to {record}"
-            calls = gold.episode_count + recast
             if spec.kind == "cassette" and spec.cassette_path is not None:
                 lines.append(
-                    f"  {name}: {source}; "
-                    + _cassette_coverage(spec.cassette_path, gold, config.bench.ontology_mode)
+                    f"  {name}: {source}; " + _cassette_coverage(spec.cassette_path, asked)
                 )
             elif spec.kind == "oracle":  # local: no call, nothing cached
                 lines.append(f"  {name}: {source}; {calls} extractions replayed, no calls")
@@ -94,19 +94,18 @@ def bench_plan(config: EvalsConfig, golds: Sequence[GoldCorpus]) -> str:
     return "\n".join(lines)
 
 
-def _cassette_coverage(path: Path, gold: GoldCorpus, mode: OntologyMode) -> str:
-    """How many of the bench's extractions a cassette can answer, or why it cannot load (the
-    real run would then fail): the check the main CLI's plan makes, for the bench's calls."""
+def _cassette_coverage(path: Path, asked: Counter[str]) -> str:
+    """How many of the bench's extractions (`asked`: key -> times) a cassette can answer, or
+    why it cannot load (the real run would then fail): the check the main CLI's plan makes."""
     try:
         cassette = load_cassette(path, consume=False)
     except CassetteError as exc:
         return f"would abort: {exc}"
-    calls = gold.calls(mode)
-    asked = Counter(extract_key(episode, options) for episode, options in calls)
     # A recast asks one key twice and is served FIFO: it needs two recorded answers.
     covered = sum(min(times, cassette.answers(key)) for key, times in asked.items())
-    note = f"{len(cassette)} records, covers {covered} of {len(calls)} extractions"
-    if covered < len(calls):
+    calls = asked.total()
+    note = f"{len(cassette)} records, covers {covered} of {calls} extractions"
+    if covered < calls:
         note += " (the rest fail as cassette misses: re-record after a prompt or schema change)"
     return note + ", no calls"
 
