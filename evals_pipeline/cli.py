@@ -24,13 +24,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .core.config import DEFAULT_SCOPE, EvalsConfig, JudgeConfig, load_config
+from .core.config import DEFAULT_SCOPE, EvalsConfig, JudgeConfig, default_config_path, load_config
 from .core.errors import EvalsError
 from .core.extractors.specs import parse_named_backend
 from .core.models import ONTOLOGY_MODES, OntologyMode
 from .core.ontology import load_ontology
 from .core.options import resolve_ontology_mode
-from .graph import default_config_path
 
 USAGE_ERROR = 2
 # Flags that describe a run built from flags; with a project file they are set in the file.

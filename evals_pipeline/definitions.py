@@ -7,8 +7,8 @@ in the current directory — run from the repository root).
 
 from __future__ import annotations
 
-from .core.config import load_config
-from .graph import build_definitions, default_config_path
+from .core.config import default_config_path, load_config
+from .graph import build_definitions
 
 _CONFIG = default_config_path()
 defs = build_definitions(load_config(_CONFIG).check_inputs(_CONFIG))

@@ -35,15 +35,13 @@ from .core.claims.gate import (
 from .core.claims.golden import load_golden_set
 from .core.claims.runner import record_golden_set
 from .core.claims.scoring import render_diffs_markdown, render_score_lines
-from .core.config import load_config
+from .core.config import CONFIG_ENV, default_config_path, load_config
 from .core.errors import EvalsError
 from .core.extractors.specs import parse_named_backend
 from .core.reports.files import report_json, write_text_atomic
 
 USAGE_ERROR = 2
 _BANNER = "!" * 78
-# As `graph.default_config_path`, without importing Dagster and the asset graph (~4 s here).
-CONFIG_ENV = "EVALS_CONFIG"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -74,7 +72,7 @@ def _paths(args: argparse.Namespace) -> tuple[Path, Path, bool]:
     baseline: Path | None = args.baseline
     named = baseline is not None
     if golden is None:
-        config_path = args.config or Path(os.environ.get(CONFIG_ENV, "evals.yaml"))
+        config_path = args.config or default_config_path()
         # A named project file (--config, EVALS_CONFIG) must exist: a typo there would
         # silently drop its golden_dir and claims_baseline. Only the default may be absent.
         named_config = args.config is not None or bool(os.environ.get(CONFIG_ENV))

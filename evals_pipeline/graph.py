@@ -6,22 +6,14 @@ from `evals.yaml`, by the CLI from its flags, by tests from whatever they set up
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 from dagster import Definitions, ExecutorDefinition, in_process_executor, multiprocess_executor
 
 from .assets import build_assets
-from .core.config import EvalsConfig
+from .core.config import CONFIG_ENV, EvalsConfig, default_config_path
 from .io_managers import DeferredParquetInputManager, JsonIOManager, ParquetIOManager
 from .resources import EvalsResource
 
-CONFIG_ENV = "EVALS_CONFIG"
-DEFAULT_CONFIG = "evals.yaml"
-
-
-def default_config_path() -> Path:
-    return Path(os.environ.get(CONFIG_ENV, DEFAULT_CONFIG)).resolve()
+__all__ = ["CONFIG_ENV", "build_definitions", "build_executor", "default_config_path"]
 
 
 def build_executor(config: EvalsConfig) -> ExecutorDefinition:

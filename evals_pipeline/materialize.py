@@ -31,10 +31,10 @@ from dagster._utils.error import SerializableErrorInfo  # the step failure's err
 
 from .assets.bench import bench_key
 from .assets.claims import CLAIMS_ASSETS, CLAIMS_GATE
-from .core.config import EvalsConfig, load_config
+from .core.config import EvalsConfig, default_config_path, load_config
 from .core.errors import EvalsError
 from .core.gc_tuning import fewer_gc_passes
-from .graph import build_definitions, default_config_path
+from .graph import build_definitions
 from .partitions import extraction_key
 
 # Dagster's console logger prints every event at DEBUG, and a failed step's traceback at

@@ -6,6 +6,7 @@ working directory. Every problem is an InputFileError naming the file and the fi
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -17,7 +18,16 @@ from .files import load_yaml, validate_file_model
 from .models import ONTOLOGY_MODES, OntologyMode
 from .options import DEFAULT_MAX_TOKENS_EDGES, DEFAULT_MAX_TOKENS_ENTITIES
 
+CONFIG_ENV = "EVALS_CONFIG"  # the project file `dagster dev`, the CLIs and the gate read
+DEFAULT_CONFIG = "evals.yaml"
 DEFAULT_SCOPE = 50
+
+
+def default_config_path() -> Path:
+    """EVALS_CONFIG, else evals.yaml in the working directory (the repository root)."""
+    return Path(os.environ.get(CONFIG_ENV, DEFAULT_CONFIG)).resolve()
+
+
 JudgeMode = Literal["reference", "pairwise", "both"]
 
 
