@@ -34,6 +34,7 @@ from .assets.claims import CLAIMS_ASSETS, CLAIMS_GATE
 from .core.config import EvalsConfig, default_config_path, load_config
 from .core.errors import EvalsError
 from .core.gc_tuning import fewer_gc_passes
+from .core.reports.plot import CHART_FILE
 from .graph import build_definitions
 from .partitions import extraction_key
 
@@ -283,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"report ({mode}): {config.output_dir / mode / 'report.md'}")
     for path in outcome.bench_reports:
         print(f"bench report ({path.parent.name}): {path}")
-    chart = outcome.report_path.parent / "f1_by_mode.png"
+    chart = outcome.report_path.parent / CHART_FILE
     if chart.is_file():
         print(f"chart: {chart}")
     print(f"report: {outcome.report_path}")

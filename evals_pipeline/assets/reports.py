@@ -26,9 +26,9 @@ from ..core.plan import fresh_recording_guards
 from ..core.reports.assemble import assemble_mode_report
 from ..core.reports.files import write_report_files
 from ..core.reports.markdown import render_mode_matrix, render_mode_report
-from ..core.reports.plot import plot_f1_by_mode
-from ..core.reports.report import F1_AXES, float_metrics, mode_matrix
-from ..core.scoring.strict import score_keys, table_keys
+from ..core.reports.plot import CHART_FILE, plot_f1_by_mode
+from ..core.reports.report import float_metrics, mode_matrix
+from ..core.scoring.strict import AXES, score_keys, table_keys
 from ..partitions import BY_MODE, mode_partitions, split_key
 from ..resources import EvalsResource
 
@@ -96,7 +96,7 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             metadata={  # none where no chunk was compared
                 f"{name}/{axis}_f1": float(scores[axis]["f1"])
                 for name, scores in strict.items()
-                for axis in F1_AXES
+                for axis in AXES
                 if scores[axis]["f1"] is not None
             },
         )
@@ -182,7 +182,7 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         out = evals.config.output_dir
         markdown = render_mode_matrix(matrix)
         json_path, _md = write_report_files(matrix, markdown, out, "mode_matrix")
-        plot = plot_f1_by_mode(matrix, out / "f1_by_mode.png")
+        plot = plot_f1_by_mode(matrix, out / CHART_FILE)
         metadata: dict[str, Any] = {}
         for mode, mode_rep in matrix["reports"].items():
             metadata.update({f"{mode}/{k}": v for k, v in float_metrics(mode_rep).items()})

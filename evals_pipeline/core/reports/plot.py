@@ -57,6 +57,9 @@ def _panel(
     ax.set_axisbelow(True)
 
 
+CHART_FILE = "f1_by_mode.png"  # under output_dir, beside mode_matrix.md
+
+
 def plot_f1_by_mode(matrix: Mapping[str, Any], path: Path) -> Path:
     """Write a PNG of edge, entity and typed-entity F1 per backend, one bar per mode; returns
     `path`.

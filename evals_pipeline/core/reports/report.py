@@ -19,11 +19,10 @@ import pandas as pd
 from ..gc_tuning import gc_paused
 from ..models import ONTOLOGY_MODES
 from ..ontology import Ontology
-from ..scoring.strict import ChunkKeys, score_keys, table_keys
+from ..scoring.strict import AXES, ChunkKeys, score_keys, table_keys
 from ..statistics import percentiles
 from ..tables import table_graph_json
 
-F1_AXES: tuple[str, ...] = ("entities", "types", "edges", "summaries")
 PARSE_STATUSES: tuple[str, ...] = ("clean", "recovered", "malformed")
 TRUNCATION_COUNTS: tuple[str, ...] = ("retry_succeeded", "exhausted")
 
@@ -235,7 +234,7 @@ def mode_matrix(reports: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
             if summary is None:
                 continue
             row[mode] = {
-                **{f"{axis}_f1": _f1(summary, axis) for axis in F1_AXES},
+                **{f"{axis}_f1": _f1(summary, axis) for axis in AXES},
                 "error_rate": summary["error_rate"],
                 "vocabulary_outside_rate": _outside_rate(summary),
             }
@@ -251,7 +250,7 @@ def float_metrics(report: Mapping[str, Any]) -> dict[str, float]:
     """
     out: dict[str, float] = {}
     for backend, summary in sorted(report["backends"].items()):
-        values: dict[str, Any] = {f"{axis}_f1": _f1(summary, axis) for axis in F1_AXES}
+        values: dict[str, Any] = {f"{axis}_f1": _f1(summary, axis) for axis in AXES}
         values["error_rate"] = summary["error_rate"]
         values["errors"] = summary["errors"]
         for key, value in summary["latency_ms"].items():

@@ -579,3 +579,10 @@ def test_a_report_stored_before_the_types_axis_still_renders() -> None:
     assert matrix["matrix"]["cand"]["strict"]["types_f1"] is None
     assert "| cand | — |" in render_mode_matrix(matrix).split("## Typed entity F1")[1]
     assert "| cand | 0.667 | 0.667 | 0.667 | — | — | — | 0.500 |" in render_mode_report(old)
+
+
+def test_the_strict_table_has_a_column_group_per_scored_axis() -> None:
+    from evals_pipeline.core.reports.markdown import STRICT_AXES
+    from evals_pipeline.core.scoring.strict import AXES
+
+    assert list(STRICT_AXES) == list(AXES)
