@@ -15,10 +15,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import InputFileError
-from .files import field_path, jsonl_lines, parse_json, read_input_bytes
+from .files import jsonl_lines, parse_json, read_input_bytes, validate_file_model
 from .models import Edge, Entity, Episode, ExtractionResult, SourceType
 from .ontology import Ontology
 
@@ -120,17 +120,7 @@ def load_prose_corpus(path: Path | str, ontology: Ontology | None = None) -> Pro
 
 def _parse_line(path: Path, lineno: int, text: str) -> _ChunkLine:
     obj: Any = parse_json(path, text, line=lineno)
-    if not isinstance(obj, dict):
-        raise InputFileError(
-            path, f"a corpus line must be a JSON object, not {type(obj).__name__}", line=lineno
-        )
-    try:
-        return _ChunkLine.model_validate(obj)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise InputFileError(
-            path, first["msg"], line=lineno, field=field_path(tuple(first["loc"]))
-        ) from None
+    return validate_file_model(_ChunkLine, obj, path, line=lineno, kind="a corpus line")
 
 
 def _check_expected(

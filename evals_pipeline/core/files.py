@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from .errors import InputFileError
 
@@ -129,14 +130,28 @@ def load_json(path: Path | str, error: type[InputFileError] = InputFileError) ->
 
 
 def validate_file_model(
-    model: type[M], data: Any, path: Path | str, error: type[InputFileError] = InputFileError
+    model: type[M],
+    data: Any,
+    path: Path | str,
+    error: type[InputFileError] = InputFileError,
+    *,
+    line: int | None = None,
+    within: tuple[int | str, ...] = (),
+    kind: str | None = None,
+    problem: Callable[[ErrorDetails], str] | None = None,
 ) -> M:
-    """Validate parsed file content; the first failure names its field path."""
+    """Validate parsed content of file `path` (or of its JSONL line `line`); the first failure
+    names its field path, starting at `within` (where `data` sits in the file). `kind` ("a
+    corpus line") words the error when `data` is not a JSON object at all; `problem` words a
+    pydantic error where the model's own message would not help."""
+    if kind is not None and not isinstance(data, dict):
+        raise error(path, f"{kind} must be a JSON object, not {type(data).__name__}", line=line)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise error(path, first["msg"], field=field_path(tuple(first["loc"]))) from None
+        message = problem(first) if problem is not None else first["msg"]
+        raise error(path, message, line=line, field=field_path((*within, *first["loc"]))) from None
 
 
 def jsonl_lines(path: Path, data: bytes) -> Iterator[tuple[int, str]]:

@@ -12,10 +12,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from .errors import InputFileError
-from .files import field_path, load_json
+from .files import load_json, validate_file_model
 
 
 class ModelPrice(BaseModel):
@@ -42,10 +42,6 @@ def load_prices(path: Path | str) -> dict[str, dict[str, float]]:
     for name, value in data.items():
         if name.startswith("_"):
             continue
-        try:
-            out[name] = ModelPrice.model_validate(value).model_dump()
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = field_path((name, *first["loc"]))  # the file's own path to the value
-            raise InputFileError(path, first["msg"], field=where) from None
+        price = validate_file_model(ModelPrice, value, path, within=(name,))
+        out[name] = price.model_dump()
     return out

@@ -23,12 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from .corpus import Chunk
 from .errors import InputFileError
 from .files import (
-    field_path,
     jsonl_lines,
     load_yaml,
     parse_json,
@@ -134,17 +133,7 @@ def load_webnlg(path: Path | str) -> WebNLGCorpus:
 
 def _parse_line(path: Path, lineno: int, text: str) -> _Line:
     obj: Any = parse_json(path, text, line=lineno)
-    if not isinstance(obj, dict):
-        raise InputFileError(
-            path, f"a WebNLG line must be a JSON object, not {type(obj).__name__}", line=lineno
-        )
-    try:
-        return _Line.model_validate(obj)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise InputFileError(
-            path, first["msg"], line=lineno, field=field_path(tuple(first["loc"]))
-        ) from None
+    return validate_file_model(_Line, obj, path, line=lineno, kind="a WebNLG line")
 
 
 def _to_chunk(record: _Line) -> Chunk:

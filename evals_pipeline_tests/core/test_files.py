@@ -3,6 +3,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel, ConfigDict
 
 from evals_pipeline.core.bench.corpus import load_bench_corpus
 from evals_pipeline.core.claims.gate import read_baseline
@@ -10,7 +11,7 @@ from evals_pipeline.core.claims.golden import load_golden_example
 from evals_pipeline.core.claims.recordings import read_recording
 from evals_pipeline.core.compare import load_run_report
 from evals_pipeline.core.errors import InputFileError
-from evals_pipeline.core.files import parse_json
+from evals_pipeline.core.files import parse_json, validate_file_model
 from evals_pipeline.core.prices import load_prices
 from evals_pipeline.core.webnlg import load_webnlg
 
@@ -87,3 +88,37 @@ def test_every_json_input_names_bytes_that_are_not_utf8(name: str, tmp_path: Pat
         path.write_bytes(b'{"a": "caf\xe9"}')
     with pytest.raises(InputFileError, match=r"not UTF-8 text \(byte offset 10\)"):
         load()
+
+
+@pytest.mark.parametrize(
+    "name", ["golden example", "claim recording", "gate baseline", "run report", "webnlg line"]
+)
+def test_every_json_object_input_names_a_value_that_is_not_an_object(
+    name: str, tmp_path: Path
+) -> None:
+    load = LOADERS[name](tmp_path)
+    for path in [*tmp_path.glob("*.json"), *tmp_path.glob("*.jsonl")]:
+        path.write_text("\n[1, 2]\n" if path.suffix == ".jsonl" else "[1, 2]")
+    with pytest.raises(InputFileError, match="must be a JSON object") as err:
+        load()
+    if name == "webnlg line":
+        assert err.value.line == 2
+
+
+class _Price(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    input_per_1m: float
+
+
+def test_validate_file_model_names_the_field_from_where_the_value_sits(tmp_path: Path) -> None:
+    path = tmp_path / "f.jsonl"
+    with pytest.raises(InputFileError) as err:
+        validate_file_model(_Price, {"input_per_1m": "x"}, path, line=4, within=("m", 2))
+    assert (err.value.line, err.value.field) == (4, "m[2].input_per_1m")
+    assert str(err.value).startswith(f"{path}:4 [m[2].input_per_1m]: Input should be")
+    with pytest.raises(InputFileError) as err:
+        validate_file_model(_Price, {"x": 1}, path, problem=lambda e: f"custom {e['type']}")
+    assert err.value.problem == "custom missing" and err.value.field == "input_per_1m"
+    with pytest.raises(InputFileError, match="a price must be a JSON object, not list"):
+        validate_file_model(_Price, [1], path, kind="a price")
+    assert validate_file_model(_Price, {"input_per_1m": 2}, path).input_per_1m == 2.0

@@ -17,12 +17,18 @@ import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NoReturn
+from typing import Literal, NoReturn
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import InputFileError
-from ..files import field_path, jsonl_lines, load_yaml, parse_json, read_input_bytes
+from ..files import (
+    jsonl_lines,
+    load_yaml,
+    parse_json,
+    read_input_bytes,
+    validate_file_model,
+)
 from ..models import Edge, Entity, ExtractionResult, PropertyValue
 from ..ontology import EntityType, Ontology, load_ontology
 from .values import is_canonical, normalise_text, states
@@ -228,17 +234,6 @@ def corpus_digest(root: Path | str, schema_dir: Path | str | None = None) -> str
     return _hash(entries)
 
 
-def _validate(model: type[_Strict], data: Any, path: Path, prefix: str = "") -> Any:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = field_path(tuple(first["loc"]))
-        raise InputFileError(
-            path, first["msg"], field=f"{prefix}.{where}" if prefix else where
-        ) from None
-
-
 def _load_splits(root: Path, known: set[str]) -> dict[str, Split]:
     path = root / SPLITS_FILE
     data = load_yaml(path)
@@ -266,13 +261,7 @@ def _load_episodes(path: Path) -> list[_EpisodeLine]:
     seen: set[str] = set()
     for lineno, text in jsonl_lines(path, read_input_bytes(path)):
         obj = parse_json(path, text, line=lineno)
-        try:
-            line = _EpisodeLine.model_validate(obj)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            raise InputFileError(
-                path, first["msg"], line=lineno, field=field_path(tuple(first["loc"]))
-            ) from None
+        line = validate_file_model(_EpisodeLine, obj, path, line=lineno, kind="an episode line")
         if line.source_id in seen:
             raise InputFileError(
                 path, f"duplicate source_id {line.source_id!r}", line=lineno, field="source_id"
@@ -397,7 +386,7 @@ def _load_case(
     raw = load_yaml(case_path)
     if not isinstance(raw, dict):
         raise InputFileError(case_path, "case.yaml must be a YAML mapping")
-    case: _CaseFile = _validate(_CaseFile, raw, case_path)
+    case = validate_file_model(_CaseFile, raw, case_path)
     merged: Ontology | None = None
     for i, name in enumerate(case.schema_files):
         file = schema_dir / name
@@ -425,7 +414,9 @@ def _load_case(
             raise InputFileError(
                 expected_path, "episode has no expected graph", field=line.source_id
             )
-        spec: _Expected = _validate(_Expected, data[line.source_id], expected_path, line.source_id)
+        spec = validate_file_model(
+            _Expected, data[line.source_id], expected_path, within=(line.source_id,)
+        )
         graph = _check_expected(expected_path, line.source_id, spec, line, merged)
         episodes.append(BenchEpisode(line.source_id, line.body, line.context, graph))
     entries = [(name, (case_dir / name).read_bytes()) for name in CASE_FILES]

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from ..errors import EvalsError, InputFileError
-from ..files import field_path, load_json
+from ..files import load_json, validate_file_model
 from ..reports.files import write_text_atomic
 from .golden import GoldenSet
 from .recordings import now_iso
@@ -91,12 +91,7 @@ def read_baseline(path: Path, *, required: bool = False) -> Baseline | None:
                 "gate, or write one with `evals-pipeline gate --write-baseline`)",
             )
         return None
-    data = load_json(path)
-    try:
-        return Baseline.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise InputFileError(path, first["msg"], field=field_path(tuple(first["loc"]))) from None
+    return validate_file_model(Baseline, load_json(path), path, kind="a baseline")
 
 
 def build_baseline(golden: GoldenSet, replay: ReplayResult, summary: ScoreSummary) -> Baseline:

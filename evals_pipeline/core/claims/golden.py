@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from ..errors import InputFileError
-from ..files import field_path, load_json
+from ..files import load_json, validate_file_model
 from .extractor import MAX_CLAIM_WORDS, MIN_CLAIM_WORDS, claim_shape_ok, span_is_verbatim
 
 ReviewStatus = Literal["PENDING_HUMAN_REVIEW", "VERIFIED"]
@@ -128,14 +128,9 @@ def _problem(error: Any) -> str:
 
 def load_golden_example(path: Path | str) -> GoldenExample:
     path = Path(path)
-    data = load_json(path)
-    if not isinstance(data, dict):
-        raise InputFileError(path, "a golden example must be a JSON object")
-    try:
-        example = GoldenExample.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise InputFileError(path, _problem(first), field=field_path(tuple(first["loc"]))) from None
+    example = validate_file_model(
+        GoldenExample, load_json(path), path, kind="a golden example", problem=_problem
+    )
     if not _ID.match(example.id):
         raise InputFileError(
             path, f"id {example.id!r} must be letters, digits, '_', '-' or '.'", field="id"

@@ -17,10 +17,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr
 
 from ..errors import InputFileError
-from ..files import field_path, load_json
+from ..files import load_json, validate_file_model
 from ..reports.files import write_text_atomic
 from .extractor import Claim
 
@@ -57,14 +57,7 @@ def recording_path(recordings_dir: Path, example_id: str) -> Path:
 def read_recording(path: Path | str) -> Recording:
     """One recording file; anything unreadable or incomplete is an InputFileError."""
     path = Path(path)
-    data = load_json(path)
-    if not isinstance(data, dict):
-        raise InputFileError(path, "a recording must be a JSON object")
-    try:
-        recording = Recording.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise InputFileError(path, first["msg"], field=field_path(tuple(first["loc"]))) from None
+    recording = validate_file_model(Recording, load_json(path), path, kind="a recording")
     if recording.id != path.stem:
         raise InputFileError(
             path, f"recording id {recording.id!r} does not match its file name", field="id"
