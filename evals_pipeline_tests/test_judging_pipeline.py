@@ -14,7 +14,7 @@ from evals_pipeline.resources import EvalsResource
 from evals_pipeline_tests.conftest import TEST_API_KEY
 from evals_pipeline_tests.pipeline_fixtures import RULES, SLOPPY, make_config
 from evals_pipeline_tests.support import scripted_judge
-from evals_pipeline_tests.support.llm_servers import LoopbackLLMServer
+from evals_pipeline_tests.support.llm_servers import LoopbackLLMServer, anthropic_message
 
 BACKENDS = {
     "oracle": "oracle",
@@ -226,3 +226,96 @@ def test_a_judging_step_reads_only_its_backend_and_the_reference(
         key = str(extraction_key("rules", "strict"))
         assert _run(defs, instance, ["judge_verdicts"], key, outcome, True), outcome
     assert outcome.judge_cache_hits > 0 and outcome.judge_calls == 0
+
+
+def test_a_judge_that_gives_no_verdict_is_warned_and_scores_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every judge reply is prose, not a verdict: the judged scores are — (not the 1.0 of
+    agreeing on nothing), the report counts the errors, the driver warns, nothing is cached."""
+    with LoopbackLLMServer(
+        "anthropic", responder=lambda _request: anthropic_message("Sure! They match.")
+    ) as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", TEST_API_KEY)
+        monkeypatch.setenv("EVALS_ANTHROPIC_BASE_URL", server.base_url)
+        config = make_config(
+            tmp_path,
+            BACKENDS,
+            modes=("strict",),
+            judge={"mode": "both", "cache": tmp_path / "judge_cache.jsonl"},
+        )
+        with DagsterInstance.ephemeral() as instance:
+            outcome = materialize_all(config, instance, quiet=True)
+        assert outcome.success, outcome.failed_checks + outcome.failed_steps
+        assert outcome.judge_calls == len(server.requests) > 0
+    judged = report(tmp_path)["backends"]["rules"]["judged"]
+    assert all(judged[axis]["f1"] is None and judged[axis]["judge_errors"] for axis in judged)
+    warned = [w for w in outcome.warnings if " judge_errors: " in w]
+    assert len(warned) == 3, outcome.warnings  # judge_verdicts of rules and sloppy; pairwise
+    assert any(w.startswith("judge_verdicts[rules|strict] judge_errors: ") for w in warned)
+    assert (
+        not (tmp_path / "judge_cache.jsonl").exists()
+        or not (tmp_path / "judge_cache.jsonl").read_text().strip()
+    )
+    markdown = (tmp_path / "reports" / "strict" / "report.md").read_text()
+    judged_row = next(line for line in markdown.splitlines() if line.startswith("| rules | —"))
+    assert judged_row.split("|")[-2].strip() != "0"  # the judge errors column
+    pairwise = markdown[markdown.index("## Blind pairwise judging") :]
+    assert "| Judge errors |" in pairwise.splitlines()[4]
+
+
+def test_the_report_names_the_judge_model_its_stored_verdicts_came_from(
+    tmp_path: Path, judge_server
+) -> None:  # type: ignore[no-untyped-def]
+    """Verdicts are stored assets: after the judge model changes, a report re-materialised over
+    the old ones must say which model made them, not name the new one beside them."""
+    cache = tmp_path / "judge_cache.jsonl"
+    old = make_config(tmp_path, BACKENDS, modes=("strict",), judge={"cache": cache})
+    new = make_config(
+        tmp_path, BACKENDS, modes=("strict",), judge={"cache": cache, "model": "claude-other-9"}
+    )
+    with DagsterInstance.ephemeral() as instance:
+        assert materialize_all(old, instance, quiet=True).success
+        assert "verdict_models" not in report(tmp_path)["judge"]
+        defs = build_definitions(new)
+        result = materialize(
+            list(defs.assets or []),  # type: ignore[arg-type]
+            selection=["run_plan", "reference_comparison", "pairwise_tallies", "report"],
+            partition_key="strict",
+            instance=instance,
+            resources=defs.resources,
+        )
+        assert result.success
+    built = report(tmp_path)
+    assert built["judge"]["model"] == "claude-other-9"
+    assert built["judge"]["verdict_models"] == [old.judge.model]
+    assert any(
+        f"made by {old.judge.model}, not by the configured judge model claude-other-9" in note
+        for note in built["notes"]
+    )
+
+
+def test_the_reference_partition_of_judge_verdicts_never_reads_the_judge_cache(
+    tmp_path: Path, judge_server
+) -> None:  # type: ignore[no-untyped-def]
+    from evals_pipeline.materialize import MaterializeResult, _run
+    from evals_pipeline.partitions import extraction_key
+
+    cache = tmp_path / "judge_cache.jsonl"
+    config = make_config(tmp_path, BACKENDS, modes=("strict",), judge={"cache": cache})
+    defs = build_definitions(config)
+    with DagsterInstance.ephemeral() as instance:
+        assert materialize_all(config, instance, defs, quiet=True).success
+        cache.write_text("{not json at all}\n")
+        outcome = MaterializeResult()
+        key = str(extraction_key("oracle", "strict"))
+        assert _run(defs, instance, ["judge_verdicts"], key, outcome, True), outcome
+        assert not _run(
+            defs,
+            instance,
+            ["judge_verdicts"],
+            str(extraction_key("rules", "strict")),
+            outcome,
+            True,
+        )
+    assert any("corrupt judge cache" in line for line in outcome.failed_steps), outcome

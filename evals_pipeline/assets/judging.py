@@ -6,10 +6,21 @@ materialise an empty result marked skipped, and the report says so.
 """
 
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
-from dagster import AssetExecutionContext, AssetIn, AssetsDefinition, MetadataValue, Output, asset
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    AssetIn,
+    AssetsDefinition,
+    MetadataValue,
+    Output,
+    asset,
+)
 
 from ..core.config import EvalsConfig
 from ..core.judge.pairwise import judge_all_pairs, pairwise_warnings
@@ -27,7 +38,30 @@ from ..partitions import (
 from ..resources import EvalsResource
 from .reports import fan_in
 
-VERDICT_COLUMNS = ["chunk", "axis", "tp", "fp", "fn", "error"]
+VERDICT_COLUMNS = ["chunk", "axis", "tp", "fp", "fn", "error", "model"]
+
+JUDGE_ERRORS_CHECK = "judge_errors"
+_JUDGE_ERRORS_DESCRIPTION = (
+    "Every judge call gave a verdict. A judge error (HTTP failure, malformed, cut-off or refused "
+    "reply) leaves its chunk and axis out of the judged scores and is asked again on the next "
+    "run (WARN, not blocking: it is counted in the report)."
+)
+
+
+def _judge_errors_check(asset_name: str, errors: int) -> AssetCheckResult:
+    return AssetCheckResult(
+        asset_key=asset_name,
+        check_name=JUDGE_ERRORS_CHECK,
+        passed=errors == 0,
+        severity=AssetCheckSeverity.WARN,
+        description=(
+            f"{errors} judge call(s) gave no verdict: those chunks and axes are left "
+            "out of the judged scores (see the report's judge errors); re-materialise to ask "
+            "again (errors are never cached)"
+            if errors
+            else "every judge call gave a verdict"
+        ),
+    )
 
 
 # The judging assets take their tables through the deferred input manager: without judging to
@@ -66,21 +100,32 @@ def build_judging_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             ),
             "corpus": AssetIn(partition_mapping=BY_MODE, input_manager_key=DEFERRED),
         },
+        check_specs=[
+            AssetCheckSpec(
+                JUDGE_ERRORS_CHECK, asset="judge_verdicts", description=_JUDGE_ERRORS_DESCRIPTION
+            )
+        ],
     )
     def judge_verdicts(
         context: AssetExecutionContext, evals: EvalsResource, extractions: Any, corpus: Any
-    ) -> Output[pd.DataFrame]:
+    ) -> Iterator[Any]:
         """LLM-as-judge matches of this backend's items to the reference's, per chunk and axis."""
         backend, _mode = split_key(context.partition_key)
         cfg = evals.config
         empty = pd.DataFrame(columns=VERDICT_COLUMNS)
-        client = evals.judge_client()
+        status = None
         if cfg.judge.mode == "pairwise":
-            return Output(empty, metadata={"status": "not requested (judge mode pairwise)"})
-        if backend == cfg.reference:
-            return Output(empty, metadata={"status": "reference backend"})
+            status = "not requested (judge mode pairwise)"
+        elif backend == cfg.reference:
+            status = "reference backend"
+        # The cache is loaded only where there is judging to do.
+        client = evals.judge_client() if status is None else None
+        if status is None and client is None:
+            status = "skipped: ANTHROPIC_API_KEY is not set"
         if client is None:
-            return Output(empty, metadata={"status": "skipped: ANTHROPIC_API_KEY is not set"})
+            yield Output(empty, metadata={"status": status})
+            yield _judge_errors_check("judge_verdicts", 0)
+            return
         results = _results(context, extractions, only={backend, cfg.reference})
 
         async def run() -> list[Any]:
@@ -92,15 +137,27 @@ def build_judging_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                 await client.aclose()
 
         verdicts = run_sync(run)
-        table = pd.DataFrame([v.__dict__ for v in verdicts], columns=VERDICT_COLUMNS)
+        table = pd.DataFrame(
+            [{**v.__dict__, "model": client.model} for v in verdicts], columns=VERDICT_COLUMNS
+        )
         scores = judged_scores(verdicts)
+        errors = sum(int(s["judge_errors"] or 0) for s in scores.values())
         metadata: dict[str, Any] = {
             "status": "ran",
+            "judge_model": client.model,
             "judge_calls": client.calls,
             "judge_cache_hits": client.hits,
+            "judge_errors": errors,
         }
-        metadata.update({f"judged_{axis}_f1": float(s["f1"]) for axis, s in scores.items()})
-        return Output(table, metadata=metadata)
+        metadata.update(
+            {
+                f"judged_{axis}_f1": float(s["f1"])
+                for axis, s in scores.items()
+                if s["f1"] is not None
+            }
+        )
+        yield Output(table, metadata=metadata)
+        yield _judge_errors_check("judge_verdicts", errors)
 
     @asset(
         partitions_def=mode_partitions(config),
@@ -110,18 +167,29 @@ def build_judging_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             "extractions": AssetIn(partition_mapping=BY_MODE, input_manager_key=DEFERRED),
             "corpus": AssetIn(input_manager_key=DEFERRED),
         },
+        check_specs=[
+            AssetCheckSpec(
+                JUDGE_ERRORS_CHECK,
+                asset="pairwise_tallies",
+                description=_JUDGE_ERRORS_DESCRIPTION,
+            )
+        ],
     )
     def pairwise_tallies(
         context: AssetExecutionContext, evals: EvalsResource, extractions: Any, corpus: Any
-    ) -> Output[dict]:
+    ) -> Iterator[Any]:
         """Blind pairwise wins/losses/ties per backend pair and axis, both slot orders."""
         cfg = evals.config
-        if cfg.judge.mode == "reference":
-            return Output({"status": "not_requested"}, metadata={"status": "not requested"})
-        client = evals.judge_client()
+        mode = context.partition_key
+        client = None if cfg.judge.mode == "reference" else evals.judge_client()
         if client is None:
-            reason = "ANTHROPIC_API_KEY is not set"
-            return Output({"status": "skipped", "reason": reason}, metadata={"status": reason})
+            if cfg.judge.mode == "reference":
+                yield Output({"status": "not_requested"}, metadata={"status": "not requested"})
+            else:
+                reason = "ANTHROPIC_API_KEY is not set"
+                yield Output({"status": "skipped", "reason": reason}, metadata={"status": reason})
+            yield _judge_errors_check("pairwise_tallies", 0)
+            return
         results = _results(context, extractions)
 
         async def run() -> dict[str, Any]:
@@ -131,16 +199,20 @@ def build_judging_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                 await client.aclose()
 
         pairs = run_sync(run)
-        for line in pairwise_warnings(pairs):  # stderr only: the report stays pure data
+        for line in pairwise_warnings(pairs, mode):  # stderr only: the report stays pure data
             print(line, file=sys.stderr)
             context.log.info(line)
-        return Output(
-            {"status": "ran", "pairs": pairs},
+        errors = sum(t["judge_errors"] for pair in pairs.values() for t in pair["axes"].values())
+        yield Output(
+            {"status": "ran", "model": client.model, "pairs": pairs},
             metadata={
+                "judge_model": client.model,
                 "judge_calls": client.calls,
                 "judge_cache_hits": client.hits,
+                "judge_errors": errors,
                 "pairs": MetadataValue.json(pairs),
             },
         )
+        yield _judge_errors_check("pairwise_tallies", errors)
 
     return [judge_verdicts, pairwise_tallies]

@@ -8,6 +8,7 @@ floats so the UI plots them across materialisations).
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import pandas as pd
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
@@ -51,6 +52,26 @@ def fan_in(context: AssetExecutionContext, input_name: str, value: Any) -> dict[
 
 def _by_backend(values: Mapping[str, Any]) -> dict[str, Any]:
     return {split_key(key)[0]: value for key, value in values.items()}
+
+
+def _judge_models(verdicts: pd.DataFrame) -> set[str]:
+    """The judge models a verdict table's rows came from (a table stored before the column was
+    added names none: "an unrecorded model")."""
+    if verdicts.empty:
+        return set()
+    if "model" not in verdicts.columns:
+        return {"an unrecorded model"}
+    return {str(m) if isinstance(m, str) else "an unrecorded model" for m in verdicts["model"]}
+
+
+def stale_judge_note(made_by: list[str], configured: str) -> str:
+    """Verdicts are stored assets: after the judge model changes, Dagster keeps the old ones
+    until they are re-materialised, and the report must not name the new model beside them."""
+    return (
+        f"the judge verdicts in this report were made by {', '.join(made_by)}, not by the "
+        f"configured judge model {configured}: re-materialise judge_verdicts and "
+        "pairwise_tallies for this mode to judge with it"
+    )
 
 
 def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
@@ -134,18 +155,30 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         ontology = evals.ontology()
         judge = {k: v for k, v in run_plan["judge"].items() if k != "planned_calls"}
         judged: dict[str, Any] | None = None
+        verdict_models: set[str] = set()
         if judge["status"] != "skipped" and judge["mode"] in ("reference", "both"):
             judge["status"] = "ran"
-            judged = {
-                name: judged_scores(verdicts_from_rows(table.to_dict(orient="records")))
+            tables = {
+                name: table
                 for name, table in _by_backend(
                     fan_in(context, "judge_verdicts", judge_verdicts)
                 ).items()
                 if name != evals.config.reference
             }
+            judged = {
+                name: judged_scores(verdicts_from_rows(table.to_dict(orient="records")))
+                for name, table in tables.items()
+            }
+            verdict_models |= {m for t in tables.values() for m in _judge_models(t)}
         elif judge["status"] != "skipped":
             judge["status"] = "ran"
         pairwise = pairwise_tallies if judge["mode"] in ("pairwise", "both") else None
+        if pairwise is not None and pairwise.get("status") == "ran":
+            verdict_models.add(str(pairwise.get("model", "an unrecorded model")))
+        notes = [n for n in run_plan["notes"] if f"({mode})" in n]
+        if verdict_models - {judge.get("model")}:
+            judge["verdict_models"] = sorted(verdict_models)
+            notes.append(stale_judge_note(sorted(verdict_models), str(judge.get("model"))))
         built = assemble_mode_report(
             mode=mode,
             reference=evals.config.reference,
@@ -158,7 +191,7 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                 "chunks": run_plan["scope"],
             },
             judge=judge,
-            notes=[n for n in run_plan["notes"] if f"({mode})" in n],
+            notes=notes,
             judged=judged,
             pairwise=pairwise,
         )

@@ -53,15 +53,25 @@ class JudgeCache:
         self._appender: JsonlAppender | None = None
 
     def _load(self) -> None:
+        """Every entry; a later one for a key replaces an earlier (the client appends one only
+        where the earlier did not parse as a verdict). A bad line is JudgeCacheCorrupt naming
+        it, except a line of JSON cut short: a torn append (another process's append in
+        progress, since judging steps of a multiprocess run share the cache, or a crash
+        mid-write, after which the next append starts on a fresh line). It loses only that
+        verdict, which is asked again."""
         with self.path.open("rb") as handle:
             for number, raw in enumerate(handle, start=1):
-                if not raw.strip():
+                line = raw.rstrip(b"\r\n")
+                if not line.strip():
                     continue
                 try:
-                    entry = JudgeCacheEntry.model_validate_json(raw)
+                    entry = JudgeCacheEntry.model_validate_json(line)
                 except ValidationError as exc:
-                    raise JudgeCacheCorrupt(self.path, number, exc.errors()[0]["msg"]) from None
-                self._entries.setdefault(entry.key, entry)
+                    first = exc.errors()[0]
+                    if first["type"] == "json_invalid" and "EOF while parsing" in first["msg"]:
+                        continue  # a torn append: see above
+                    raise JudgeCacheCorrupt(self.path, number, first["msg"]) from None
+                self._entries[entry.key] = entry
 
     def get(self, key: str) -> str | None:
         entry = self._entries.get(key)

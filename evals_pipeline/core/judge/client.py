@@ -1,18 +1,26 @@
 """The judge model over the official anthropic SDK, always behind the judge cache.
 
-Only a whole verdict is cached: a reply cut off by its token budget or refused would be read
-back as a malformed verdict on every later run, so it is an error (a judge error in the tally).
+Only a verdict that parses is cached: a reply cut off by its token budget, refused, or not of
+the asked-for shape would be read back as the same judge error on every later run, so it is an
+error now (a judge error in the tally) and the next run asks again. A cached entry that does not
+parse (written before this rule) is asked again too, and the new verdict is appended after it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+from typing import TypeVar
+
+from pydantic import BaseModel
 
 from ..errors import MalformedReply
 from ..extractors.anthropic import BASE_URL_ENV, messages_call, new_client
 from ..extractors.base import LoopBound
+from ..parsing import parse_structured
 from .cache import JudgeCache, judge_key
+
+V = TypeVar("V", bound=BaseModel)
 
 DEFAULT_JUDGE_MODEL = "claude-sonnet-4-6"
 
@@ -47,12 +55,15 @@ class JudgeClient:
         self.calls = 0
         self.hits = 0
 
-    async def judge(self, prompt_name: str, system: str, user: str) -> str:
+    async def judge(self, prompt_name: str, system: str, user: str, shape: type[V]) -> V:
+        """The verdict as `shape`; MalformedReply (uncached) when the reply is not one."""
         key = judge_key(prompt_name, system, user, self.model)
         cached = self.cache.get(key)
         if cached is not None:
-            self.hits += 1
-            return cached
+            verdict, _status = parse_structured(cached, shape)
+            if verdict is not None:
+                self.hits += 1
+                return verdict
         async with self._gates.get():
             self.calls += 1
             attempt, body = await messages_call(
@@ -70,8 +81,11 @@ class JudgeClient:
             raise MalformedReply(
                 f"judge reply stopped at {attempt.finish_reason!r}, not a whole verdict", body=body
             )
+        verdict, _status = parse_structured(attempt.text, shape)
+        if verdict is None:
+            raise MalformedReply(f"judge reply is not a {shape.__name__} verdict", body=body)
         self.cache.put(key, prompt_name, self.model, attempt.text)
-        return attempt.text
+        return verdict
 
     async def aclose(self) -> None:
         await self._clients.aclose(lambda c: c.close())

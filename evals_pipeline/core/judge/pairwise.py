@@ -21,7 +21,6 @@ from pydantic import BaseModel, ConfigDict
 
 from ..errors import EvalsError
 from ..models import ExtractionResult
-from ..parsing import parse_structured
 from .client import JudgeClient
 from .prompts import AXES, render_pairwise
 
@@ -82,11 +81,9 @@ async def _verdict(
 ) -> Slot | None:
     name, system, user = render_pairwise(body, axis, a, b)
     try:
-        text = await client.judge(name, system, user)
+        return (await client.judge(name, system, user, _Winner)).winner
     except EvalsError:
         return None
-    parsed, _ = parse_structured(text, _Winner)
-    return parsed.winner if parsed is not None else None
 
 
 def _winner(slot: Slot, slot_a: str, slot_b: str) -> str | None:
@@ -155,10 +152,12 @@ async def judge_all_pairs(
     return out
 
 
-def pairwise_warnings(section: Mapping[str, Any]) -> list[str]:
-    """Stderr notes: win rates outside the calibration band, and untrusted order consistency."""
+def pairwise_warnings(section: Mapping[str, Any], mode: str | None = None) -> list[str]:
+    """Stderr notes: win rates outside the calibration band, and untrusted order consistency
+    (each naming the ontology mode, where given: a run prints every mode's)."""
     lines = []
-    for pair, data in section.items():
+    for pair_name, data in section.items():
+        pair = f"{pair_name} ({mode})" if mode else pair_name
         for axis, t in data["axes"].items():
             rate, flips = t["win_rate"], t["order_inconsistency_rate"]
             if rate is not None and not CALIBRATION_BAND_LOW <= rate <= CALIBRATION_BAND_HIGH:

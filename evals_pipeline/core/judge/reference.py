@@ -16,7 +16,6 @@ from pydantic import BaseModel, ConfigDict
 
 from ..errors import EvalsError
 from ..models import ExtractionResult
-from ..parsing import parse_structured
 from ..scoring.strict import PRF
 from .client import JudgeClient
 from .prompts import AXES, axis_items, render_reference
@@ -62,12 +61,9 @@ async def judge_chunk_axis(
         return Verdict(chunk, axis, 0, 0, 0)
     name, system, user = render_reference(body, axis, candidate, reference)
     try:
-        text = await client.judge(name, system, user)
+        parsed = await client.judge(name, system, user, _Matches)
     except EvalsError as exc:
         return Verdict(chunk, axis, 0, 0, 0, error=str(exc))  # not scored, counted
-    parsed, _status = parse_structured(text, _Matches)
-    if parsed is None:
-        return Verdict(chunk, axis, 0, 0, 0, error="malformed judge reply")
     counts = matches_to_counts(parsed.matches, n_c, n_r)
     return Verdict(chunk, axis, counts.tp, counts.fp, counts.fn)
 
@@ -78,26 +74,45 @@ async def judge_against_reference(
     candidate: Mapping[str, ExtractionResult | None],
     reference: Mapping[str, ExtractionResult | None],
 ) -> list[Verdict]:
-    """Verdicts for every chunk both sides extracted, on every axis (chunk order, then axis)."""
+    """Verdicts for every chunk the reference extracted, on every axis (chunk order, then axis).
+
+    Where the candidate failed the chunk, every reference item is a false negative, with no
+    judge call: as in strict scoring, a failure counts against the backend, never for it."""
     tasks = [
         judge_chunk_axis(client, chunk, bodies[chunk], axis, cand, ref)
+        if (cand := candidate.get(chunk)) is not None
+        else _failed(chunk, axis, ref)
         for chunk, ref in reference.items()
-        if ref is not None and (cand := candidate.get(chunk)) is not None
+        if ref is not None
         for axis in AXES
     ]
     return list(await asyncio.gather(*tasks))
 
 
-def judged_scores(verdicts: list[Verdict]) -> dict[str, dict[str, float | int]]:
-    """Pooled judged P/R/F1 per axis."""
-    out: dict[str, dict[str, float | int]] = {}
+async def _failed(chunk: str, axis: str, reference: ExtractionResult) -> Verdict:
+    return Verdict(chunk, axis, 0, 0, len(axis_items(reference, axis)))
+
+
+def judged_scores(verdicts: list[Verdict]) -> dict[str, dict[str, float | int | None]]:
+    """Pooled judged P/R/F1 per axis over the chunks judged; a judge error is left out of the
+    pool and counted apart. With no chunk judged on an axis (every call failed, or nothing to
+    judge) the scores are None, not the 1.0 of agreeing on nothing: nothing was measured."""
+    out: dict[str, dict[str, float | int | None]] = {}
     for axis in AXES:
         total = PRF()
+        judged = errors = 0
         for v in verdicts:
-            if v.axis == axis:
-                total = total + PRF(tp=v.tp, fp=v.fp, fn=v.fn)
-        errors = sum(1 for v in verdicts if v.axis == axis and v.error)
-        out[axis] = {**total.to_dict(), "judge_errors": errors}
+            if v.axis != axis:
+                continue
+            if v.error:
+                errors += 1
+                continue
+            judged += 1
+            total = total + PRF(tp=v.tp, fp=v.fp, fn=v.fn)
+        scores: dict[str, float | int | None] = {**total.to_dict()}
+        if judged == 0:
+            scores.update(precision=None, recall=None, f1=None)
+        out[axis] = {**scores, "chunks_judged": judged, "judge_errors": errors}
     return out
 
 

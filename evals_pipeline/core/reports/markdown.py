@@ -231,7 +231,16 @@ def _judged_section(backends: Mapping[str, Any], reference: str) -> list[str]:
     for axis in ("Entities", "Edges", "Summaries"):
         headers += [f"{axis} P", f"{axis} R", f"{axis} F1"]
     headers.append("Judge errors")
-    return [f"## LLM-as-judge agreement with {_code(reference)}", "", *_table(headers, rows), ""]
+    return [
+        f"## LLM-as-judge agreement with {_code(reference)}",
+        "",
+        "A chunk the backend failed counts every reference item as missed, as in the strict "
+        "scores. A judge call that gave no verdict (judge errors, summed over the axes) is left "
+        "out and asked again on the next run; with none judged on an axis its scores are —.",
+        "",
+        *_table(headers, rows),
+        "",
+    ]
 
 
 def _pairwise_section(pairwise: Mapping[str, Any] | None) -> list[str]:
@@ -242,7 +251,7 @@ def _pairwise_section(pairwise: Mapping[str, Any] | None) -> list[str]:
         return ["## Blind pairwise judging", "", f"Skipped: {reason}.", ""]
     headers = [
         "Pair", "Axis", "Wins", "Losses", "Ties", "Win rate (first)", "Order inconsistency",
-        "Compared", "Skipped",
+        "Compared", "Skipped", "Judge errors",
     ]  # fmt: skip
     rows = []
     for pair, data in pairwise["pairs"].items():
@@ -252,12 +261,15 @@ def _pairwise_section(pairwise: Mapping[str, Any] | None) -> list[str]:
                     _cell(pair), axis, _int(t["wins"]), _int(t["losses"]), _int(t["ties"]),
                     _pct(t["win_rate"]), _pct(t["order_inconsistency_rate"]),
                     _int(t["chunks_compared"]), _int(t["chunks_skipped"]),
+                    _int(t.get("judge_errors", 0)),
                 ]
             )  # fmt: skip
     return [
         "## Blind pairwise judging",
         "",
-        "Wins and win rate are for the first backend of each pair; ties exclude from the rate.",
+        "Wins and win rate are for the first backend of each pair; ties exclude from the rate. "
+        "A chunk and axis whose judge calls did not both give a verdict is a judge error, left "
+        "out of the tally and asked again on the next run.",
         "",
         *_table(headers, rows),
         "",

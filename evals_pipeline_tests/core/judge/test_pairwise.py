@@ -131,3 +131,15 @@ def test_slot_order_is_a_function_of_chunk_and_pair_only() -> None:
     assert orders == [slot_orders(c, "alpha", "beta") for c in CHUNKS]
     assert all(sorted(o) == [("alpha", "beta"), ("beta", "alpha")] for o in orders)
     assert len({o[0] for o in orders}) == 2  # both first orders occur over six chunks
+
+
+def test_pairwise_warnings_name_the_mode() -> None:
+    section = {
+        "a vs b": {
+            "axes": {"entities": {"win_rate": 0.9, "order_inconsistency_rate": 0.5}},
+        }
+    }
+    lines = pairwise_warnings(section, "strict")
+    assert len(lines) == 2 and all(
+        line.split(": ")[1].startswith("a vs b (strict)") for line in lines
+    )

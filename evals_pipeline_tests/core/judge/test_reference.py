@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -126,3 +127,85 @@ def test_a_reply_that_is_not_a_message_is_a_judge_error(tmp_path: Path, body: by
         verdicts, _ = judge(server, tmp_path / "j.jsonl", REWORDED)
     scores = judged_scores(verdicts)
     assert all(scores[axis]["judge_errors"] == 1 for axis in scores)
+
+
+def test_with_every_judge_call_failed_the_scores_are_none_not_perfect(tmp_path: Path) -> None:
+    with LoopbackLLMServer("anthropic") as server:
+        server.enqueue(*[anthropic_message("I think they match.")] * 3)
+        verdicts, _ = judge(server, tmp_path / "j.jsonl", REWORDED)
+    for scores in judged_scores(verdicts).values():
+        assert (scores["precision"], scores["recall"], scores["f1"]) == (None, None, None)
+        assert (scores["chunks_judged"], scores["judge_errors"]) == (0, 1)
+
+
+def test_a_chunk_the_candidate_failed_counts_every_reference_item_as_missed(
+    tmp_path: Path,
+) -> None:
+    """As in strict scoring: a backend that fails a chunk must not score better for it."""
+    client = JudgeClient(JudgeCache(tmp_path / "j.jsonl"), api_key=TEST_API_KEY)
+    verdicts = run_sync(
+        lambda: judge_against_reference(client, {"c": "text"}, {"c": None}, {"c": REFERENCE})
+    )
+    assert client.calls == 0  # nothing to ask: no server runs here
+    scores = judged_scores(verdicts)
+    strict = score_against_reference({"c": None}, {"c": REFERENCE}).to_dict()
+    for axis in ("entities", "edges", "summaries"):
+        assert (scores[axis]["tp"], scores[axis]["fn"]) == (0, strict[axis]["fn"])
+        assert scores[axis]["f1"] == 0.0 and scores[axis]["chunks_judged"] == 1
+    # A candidate with no row for the chunk at all counts the same.
+    absent = run_sync(lambda: judge_against_reference(client, {"c": "t"}, {}, {"c": REFERENCE}))
+    assert absent == verdicts
+
+
+def test_a_reply_that_is_no_verdict_is_never_cached_and_is_asked_again(tmp_path: Path) -> None:
+    responder = scripted_judge.judge_responder(scripted_judge.order_consistent)
+    with LoopbackLLMServer("anthropic") as server:
+        server.enqueue(*[anthropic_message("Sure! Candidate 1 matches reference 1.")] * 3)
+        _verdicts, client = judge(server, tmp_path / "j.jsonl", REWORDED)
+        assert len(client.cache) == 0
+    with LoopbackLLMServer("anthropic", responder=responder) as server:
+        verdicts, client = judge(server, tmp_path / "j.jsonl", REWORDED)
+        assert client.calls == 3 and len(server.requests) == 3
+    assert judged_scores(verdicts)["entities"]["f1"] == 1.0
+
+
+def test_a_cached_entry_that_is_no_verdict_is_asked_again_and_replaced(tmp_path: Path) -> None:
+    """A cache written before only verdicts were cached may hold a reply that does not parse:
+    it is asked again, and the new verdict (appended after it) is the one read back."""
+    cache_path = tmp_path / "j.jsonl"
+    responder = scripted_judge.judge_responder(scripted_judge.order_consistent)
+    with LoopbackLLMServer("anthropic", responder=responder) as server:
+        judge(server, cache_path, REWORDED)
+    lines = cache_path.read_text().splitlines()
+    stale = [
+        json.dumps({**json.loads(line), "text": "no verdict here"}, ensure_ascii=False)
+        for line in lines
+    ]
+    cache_path.write_text("\n".join(stale) + "\n")
+    with LoopbackLLMServer("anthropic", responder=responder) as server:
+        first, client = judge(server, cache_path, REWORDED)
+        assert client.calls == 3 and client.hits == 0
+        again, client = judge(server, cache_path, REWORDED)
+        assert client.calls == 0 and client.hits == 3 and len(server.requests) == 3
+    assert again == first and judged_scores(first)["entities"]["f1"] == 1.0
+
+
+def test_a_torn_cache_line_is_skipped_not_fatal(tmp_path: Path) -> None:
+    """Another process's append in progress (parallel judging steps share the cache) or a
+    crash mid-write: JSON cut short loses only that verdict, now and after later appends
+    (which start on a fresh line). Any other bad line is corruption, named."""
+    path = tmp_path / "j.jsonl"
+    cache = JudgeCache(path)
+    cache.put("k", "reference/edges", "m", '{"matches": []}')
+    with path.open("a") as handle:
+        handle.write('{"key": "abc", "prompt_na')
+    reloaded = JudgeCache(path)
+    assert len(reloaded) == 1 and reloaded.get("k") == '{"matches": []}'
+    reloaded.put("k2", "reference/edges", "m", '{"matches": []}')
+    assert path.read_text().count("\n") == 3  # the torn line, then the new entry on its own
+    assert len(JudgeCache(path)) == 2
+    with path.open("a") as handle:
+        handle.write('{"key": "abc", "prompt_name": 5}\n')
+    with pytest.raises(JudgeCacheCorrupt) as err:
+        JudgeCache(path)
+    assert err.value.line == 4
