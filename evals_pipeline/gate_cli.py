@@ -59,6 +59,11 @@ def _parser() -> argparse.ArgumentParser:
         "--concurrency", type=positive_int, default=4, help="live calls in flight (default 4)"
     )
     p.add_argument("--write-baseline", action="store_true", help="write the baseline from replay")
+    p.add_argument(
+        "--allow-lower",
+        action="store_true",
+        help="with --write-baseline: write it even when micro-F1 fell more than the gate allows",
+    )
     p.add_argument("--output", type=output_file, help="also write scores and gate state as JSON")
     return p
 
@@ -123,6 +128,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--mode live runs to refresh recordings: pass --record")
     if args.mode == "live" and args.backend is None:
         parser.error("--mode live needs --backend NAME=SPEC (anthropic, oai-http or oai-uds)")
+    if args.allow_lower and not args.write_baseline:
+        parser.error("--allow-lower goes with --write-baseline")
     if args.backend is not None and args.mode != "live":
         parser.error("--backend is only used with --mode live --record")
     try:
@@ -149,11 +156,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     if args.write_baseline:
         try:
-            baseline = build_baseline(golden, report.replay, report.summary)
+            baseline = build_baseline(
+                golden,
+                report.replay,
+                report.summary,
+                committed=report.baseline,
+                allow_lower=args.allow_lower,
+            )
         except BaselineRefused as exc:
             print(f"evals-pipeline gate: {exc}", file=sys.stderr)
             return 1
         write_baseline(baseline_path, baseline)
+        if report.baseline is not None and baseline.micro.f1 < report.baseline.micro.f1:
+            print(
+                f"the baseline's micro-F1 went down: {report.baseline.micro.f1:.3f} -> "
+                f"{baseline.micro.f1:.3f}",
+                file=sys.stderr,
+            )
         print(
             f"baseline written: {baseline_path} (micro-F1 {baseline.micro.f1:.3f} over "
             f"{len(baseline.examples)} VERIFIED examples, prompt {baseline.prompt_version})"

@@ -307,6 +307,25 @@ def test_cli_write_baseline_refuses_a_missing_verified_recording(
     assert not (project / "golden" / "baseline.json").exists()
 
 
+@pytest.mark.parametrize("project", ["drop"], indirect=True)
+def test_cli_write_baseline_refuses_to_lower_it_past_a_failing_gate(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After a regression, --write-baseline would make the next gate pass: it refuses unless
+    --allow-lower says the trade is deliberate, and then says the baseline went down."""
+    path = project / "golden" / "baseline.json"
+    before = path.read_text()
+    assert gate_main(["--write-baseline"]) == 1
+    err = capsys.readouterr().err
+    assert "refusing to lower the baseline" in err and "--allow-lower" in err
+    assert path.read_text() == before
+    assert gate_main(["--write-baseline", "--allow-lower"]) == 0
+    err = capsys.readouterr().err
+    assert "the baseline's micro-F1 went down: 1.000 ->" in err
+    assert json.loads(path.read_text())["micro"]["f1"] < 1.0
+    assert gate_main([]) == 0  # the lowered baseline is the new bar
+
+
 @pytest.mark.parametrize("project", ["inactive"], indirect=True)
 def test_cli_a_named_baseline_that_is_missing_is_an_error(
     project: Path, capsys: pytest.CaptureFixture[str]
@@ -339,6 +358,7 @@ def test_cli_on_the_shipped_golden_set(capsys: pytest.CaptureFixture[str]) -> No
         ["--mode", "live"],
         ["--mode", "live", "--record"],
         ["--backend", "x=oai-http:url=http://127.0.0.1:9/v1/chat/completions"],
+        ["--allow-lower"],
     ],
 )
 def test_cli_usage_errors_exit_2(args: list[str]) -> None:

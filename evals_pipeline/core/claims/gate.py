@@ -94,8 +94,18 @@ def read_baseline(path: Path, *, required: bool = False) -> Baseline | None:
     return validate_file_model(Baseline, load_json(path), path, kind="a baseline")
 
 
-def build_baseline(golden: GoldenSet, replay: ReplayResult, summary: ScoreSummary) -> Baseline:
-    """Raises BaselineRefused unless every counted example has a current recording."""
+def build_baseline(
+    golden: GoldenSet,
+    replay: ReplayResult,
+    summary: ScoreSummary,
+    *,
+    committed: Baseline | None = None,
+    allow_lower: bool = False,
+) -> Baseline:
+    """Raises BaselineRefused unless every counted example has a current recording, and, with
+    a `committed` baseline, unless the scores hold: a micro-F1 more than MAX_F1_DROP below it
+    is the regression the gate exists to stop, and writing it would make the next gate pass.
+    `allow_lower` writes it anyway (a deliberate trade, said in the commit)."""
     verified = golden.verified
     if not verified:
         raise BaselineRefused(
@@ -110,6 +120,15 @@ def build_baseline(golden: GoldenSet, replay: ReplayResult, summary: ScoreSummar
             f"current recording: {listed}\n{RERECORD_INSTRUCTIONS}"
         )
     counted = summary.counted
+    if committed is not None and not allow_lower:
+        drop = committed.micro.f1 - counted.f1
+        if drop > MAX_F1_DROP + _EPSILON:
+            raise BaselineRefused(
+                f"refusing to lower the baseline: counted micro-F1 {counted.f1:.3f} is "
+                f"{drop:.3f} below the committed {committed.micro.f1:.3f} (allowed drop "
+                f"{MAX_F1_DROP}), the regression the gate fails on. Fix it, or lower the "
+                "baseline on purpose with --allow-lower and say why in the commit"
+            )
     return Baseline(
         written_at=now_iso(),
         prompt_version=replay.prompt_version,
@@ -267,6 +286,7 @@ class GateReport:
     replay: ReplayResult
     summary: ScoreSummary
     result: GateResult
+    baseline: Baseline | None = None  # the committed one, if any
 
 
 def run_gate(
@@ -281,4 +301,4 @@ def run_gate(
     summary = score_golden_set(golden, replay.predictions(), replay.notes())
     baseline = read_baseline(baseline_path, required=baseline_required)
     result = evaluate_gate(golden, replay, summary, baseline, baseline_path)
-    return GateReport(replay, summary, result)
+    return GateReport(replay, summary, result, baseline)
