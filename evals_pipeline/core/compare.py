@@ -27,7 +27,8 @@ Run report (the JSON each benchmark run writes; the writer produces exactly this
       }
     }
 
-Fields not named here are ignored. `counts` maps count names (those of `RATES`) to non-negative
+Fields not named here are ignored. `counts` maps count names (those of `RATES`; `episodes`, the
+denominator of the per-episode rates, is 1 for every episode and never carried) to non-negative
 integers. The writer should write every count it knows for every episode, errored ones included
 (nothing produced, but everything still expected): a count an episode lacks is read as 0, and a
 rate is computed for a run only when some paired episode of that run carries all its counts.
@@ -57,6 +58,7 @@ from .files import load_json
 from .statistics_bootstrap import paired_bootstrap_deltas, pooled_rate
 
 # Rate name -> (numerator, denominator). Each side is a count name, or several joined by "+".
+# Every pooled rate a bench report shows (`bench.metrics.BENCH_RATES` is this table).
 RATES: dict[str, tuple[str, str]] = {
     "entity_precision": ("entities_tp", "entities_produced"),
     "entity_recall": ("entities_tp", "entities_expected"),
@@ -68,9 +70,35 @@ RATES: dict[str, tuple[str, str]] = {
     "conformance": ("items_conformant", "items_emitted"),
     "ungrounded": ("quotes_ungrounded", "items_emitted"),
     "forbidden": ("forbidden_written", "forbidden_total"),
+    "conformance_final": ("final_items_conformant", "final_items_emitted"),
+    "type_hallucination": ("unknown_type", "vertices_emitted"),
+    "relation_hallucination": ("undeclared_edge", "edges_emitted"),
+    "property_hallucination": ("undeclared_property", "properties_emitted"),
+    "unfaithful": ("values_unfaithful", "properties_emitted"),
+    "span": ("span_overlap", "items_matched"),
+    "mention": ("mention_agree", "entities_tp"),
+    "seed_recall": ("seeds_expected_found", "expected_types"),
+    "closure_recall": ("slice_expected_found", "expected_types"),
+    "recast_added": ("recast_added", "recast_vertices"),
+    "recast_duplicated": ("recast_duplicated", "recast_vertices"),
+    "tokens_per_episode": ("tokens", "episodes"),
+    "requests_per_episode": ("requests", "episodes"),
 }
 # Rates where a fall is an improvement; rendering says so.
-LOWER_IS_BETTER: frozenset[str] = frozenset({"ungrounded", "forbidden"})
+LOWER_IS_BETTER: frozenset[str] = frozenset(
+    {
+        "ungrounded",
+        "forbidden",
+        "type_hallucination",
+        "relation_hallucination",
+        "property_hallucination",
+        "unfaithful",
+        "recast_added",
+        "recast_duplicated",
+        "tokens_per_episode",
+        "requests_per_episode",
+    }
+)
 
 # (tp, produced, expected) groups whose sum gives the per-episode F1 used to rank changes.
 _F1_GROUPS: tuple[tuple[str, str, str], ...] = (
@@ -217,15 +245,23 @@ def _refusal(a: int, b: int, unpaired: Mapping[str, Sequence[Key]]) -> Compariso
     return ComparisonRefused("no episodes in common with equal case digests: " + "; ".join(parts))
 
 
+# A count every episode has without carrying it: itself (per-episode rates such as tokens).
+_EPISODES = "episodes"
+
+
 def _present(episodes: Sequence[_Episode]) -> set[str]:
-    names: set[str] = set()
+    names: set[str] = {_EPISODES}
     for ep in episodes:
         names.update(ep.counts)
     return names
 
 
+def _count(ep: _Episode, name: str) -> int:
+    return 1 if name == _EPISODES else ep.counts.get(name, 0)
+
+
 def _column(episodes: Sequence[_Episode], names: Sequence[str]) -> np.ndarray:
-    return np.array([sum(ep.counts.get(n, 0) for n in names) for ep in episodes], dtype=np.int64)
+    return np.array([sum(_count(ep, n) for n in names) for ep in episodes], dtype=np.int64)
 
 
 def _episode_f1(
@@ -340,6 +376,16 @@ def compare_runs(
             rates[i]["high"] = float(high[j])
 
     status = Counter((ea.status, eb.status) for ea, eb in pairs)
+    for run, errored in (
+        ("b", sum(n for (f, t), n in status.items() if t != "ok" and f == "ok")),
+        ("a", sum(n for (f, t), n in status.items() if f != "ok" and t == "ok")),
+    ):
+        if errored:
+            notes.append(
+                f"{errored} paired episode(s) ok in the other run are not ok in run {run}: an "
+                "episode that errored wrote nothing, so its lower-is-better rates (forbidden, "
+                "ungrounded, hallucination) look clean; read them beside the status changes"
+            )
     status_changes = [
         {"from": f, "to": t, "episodes": n, "changed": f != t}
         for (f, t), n in sorted(status.items())

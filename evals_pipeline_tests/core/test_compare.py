@@ -275,3 +275,32 @@ def test_load_run_report(tmp_path: Path) -> None:
     with pytest.raises(InputFileError) as info:
         load_run_report(path)
     assert info.value.line == 2
+
+
+def test_every_rate_a_bench_report_shows_is_compared() -> None:
+    """A bench run's report and its comparison read one table of rates."""
+    from evals_pipeline.core.bench.metrics import BENCH_RATES, COUNT_NAMES
+
+    assert BENCH_RATES is RATES
+    counts = dict.fromkeys(COUNT_NAMES, 1)
+    a = report([ep("c/x", "ep-1", D1, **counts), ep("c/x", "ep-2", D1, **counts)])
+    b = copy.deepcopy(a)
+    b["rows"]["model-x"]["episodes"][0]["counts"].update(undeclared_edge=0, tokens=7)
+    rates = by_rate(compare_runs(a, b))
+    assert set(rates) == set(RATES)
+    assert rates["relation_hallucination"]["lower_is_better"]
+    hallucinated = rates["relation_hallucination"]
+    assert (hallucinated["a"]["rate"], hallucinated["b"]["rate"]) == (1.0, 0.5)
+    tokens = rates["tokens_per_episode"]
+    assert (tokens["a"]["rate"], tokens["b"]["rate"], tokens["delta"]) == (1.0, 4.0, 3.0)
+    assert not rates["mention"]["lower_is_better"]
+
+
+def test_episodes_that_errored_in_one_run_are_noted_beside_lower_is_better_rates() -> None:
+    a = report([ep("c/x", "ep-1", D1, forbidden_written=1, forbidden_total=1)])
+    b = report([ep("c/x", "ep-1", D1, status="error", forbidden_written=0, forbidden_total=1)])
+    notes = compare_runs(a, b)["notes"]
+    assert any(
+        n.startswith("1 paired episode(s) ok in the other run are not ok in run b") for n in notes
+    )
+    assert not any("not ok in run" in n for n in compare_runs(a, a)["notes"])
