@@ -47,7 +47,8 @@ QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}
 class MaterializeResult:
     success: bool = True
     runs: int = 0
-    extraction_calls: int = 0  # calls that reached a provider
+    extraction_calls: int = 0  # calls that reached a provider (an extract call: one a chunk)
+    llm_requests: int = 0  # the LLM requests those calls sent (two or more an extract call)
     cache_hits: int = 0
     replayed: int = 0  # answers of local backends (cassettes, the oracle): no call, no cache
     judge_calls: int = 0
@@ -100,6 +101,8 @@ def _run(
         meta = event.materialization.metadata
         if "extraction_calls" in meta:
             outcome.extraction_calls += int(meta["extraction_calls"].value)  # type: ignore[arg-type]
+            if "llm_requests" in meta:
+                outcome.llm_requests += int(meta["llm_requests"].value)  # type: ignore[arg-type]
             outcome.cache_hits += int(meta["cache_hits"].value)  # type: ignore[arg-type]
             outcome.replayed += int(meta["replayed"].value)  # type: ignore[arg-type]
             outcome.cassette_misses += int(meta["cassette_misses"].value)  # type: ignore[arg-type]
@@ -267,7 +270,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2
     print(
-        f"{outcome.runs} runs; {outcome.extraction_calls} extraction calls, "
+        f"{outcome.runs} runs; {outcome.extraction_calls} extraction calls "
+        f"({outcome.llm_requests} LLM requests), "
         f"{outcome.cache_hits} answered from the extraction cache, {outcome.replayed} replayed "
         f"from cassettes or the oracle ({outcome.cassette_misses} cassette misses); "
         f"{outcome.judge_calls} judge "

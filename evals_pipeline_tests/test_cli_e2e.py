@@ -38,7 +38,8 @@ ORACLE_AND_RULES = (
 )
 INPUTS = ("--ontology", str(ONTOLOGY), "--corpus", str(CORPUS))
 SUMMARY = re.compile(
-    r"(\d+) runs; (\d+) extraction calls, (\d+) answered from the extraction cache, "
+    r"(\d+) runs; (\d+) extraction calls \(\d+ LLM requests\), (\d+) answered from the "
+    r"extraction cache, "
     r"(\d+) replayed"
 )
 

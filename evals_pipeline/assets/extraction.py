@@ -92,6 +92,7 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                 "chunks": len(table),
                 "errors": errors,
                 "extraction_calls": extractor.calls,
+                "llm_requests": extractor.requests,
                 "cache_hits": extractor.hits,
                 "replayed": extractor.replayed,
                 "cassette_misses": extractor.misses,

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..digests import file_sha256
-from ..errors import CassetteMiss
+from ..errors import CassetteMiss, ExtractionFailed
 from ..extractors.base import Extractor, classify_entities_items, classify_relations_items
 from ..extractors.specs import BackendSpec
-from ..models import ClassifyOutcome, Edge, Entity, Episode, ExtractionOutcome
+from ..models import CallStats, ClassifyOutcome, Edge, Entity, Episode, ExtractionOutcome
 from ..options import ExtractOptions
 from .keys import classify_key, extract_key
 from .record import RecordingExtractor
@@ -28,6 +28,7 @@ from .replay import ReplayingExtractor
 from .store import load_cassette
 
 T = TypeVar("T")
+Answer = TypeVar("Answer", ExtractionOutcome, ClassifyOutcome)
 
 
 def backend_fingerprint(spec: BackendSpec, *, corpus_digest: str) -> str:
@@ -47,7 +48,9 @@ def cache_path(cache_dir: Path, backend: str, fingerprint: str) -> Path:
 class CachingExtractor(Extractor):
     """Serve from the cache when the key is there; otherwise call `inner` and remember it.
 
-    `calls` counts the calls that reached the backend, `hits` those the cache answered. With
+    `calls` counts the calls that reached the backend (an extract call is one per chunk) and
+    `requests` the LLM requests they sent (two or more an extract call: entities, edges, a
+    retry; failed calls included), `hits` the calls the cache answered. With
     `read=False` the cache is written but never served from (a backend being recorded). With
     `fifo=True` each cached answer is served once, in recorded order, so a call repeated on
     purpose (the bench's recast cases) reaches the backend afresh the first time and replays
@@ -73,6 +76,7 @@ class CachingExtractor(Extractor):
             recorder = RecordingExtractor(inner, path, write_sidecar=False)
             self._cache = (ReplayingExtractor(cassette), recorder)
         self.calls = 0
+        self.requests = 0
         self.hits = 0
         self.replayed = 0
         self.misses = 0
@@ -87,6 +91,18 @@ class CachingExtractor(Extractor):
         self.replayed += 1
         return answer
 
+    async def _reached(self, call: Awaitable[Answer]) -> Answer:
+        """A call that reached the backend, counted with the requests it sent."""
+        self.calls += 1
+        try:
+            answer = await call
+        except ExtractionFailed as exc:
+            if isinstance(exc.stats, CallStats):
+                self.requests += exc.stats.requests
+            raise
+        self.requests += answer.stats.requests
+        return answer
+
     async def extract(self, episode: Episode, options: ExtractOptions) -> ExtractionOutcome:
         if self._cache is None:
             return await self._local(self.inner.extract(episode, options))
@@ -94,8 +110,7 @@ class CachingExtractor(Extractor):
         if extract_key(episode, options) in cached.cassette:
             self.hits += 1
             return await cached.extract(episode, options)
-        self.calls += 1
-        return await recorder.extract(episode, options)
+        return await self._reached(recorder.extract(episode, options))
 
     async def classify_entities(
         self, entities: Sequence[Entity], types: Sequence[str]
@@ -109,8 +124,7 @@ class CachingExtractor(Extractor):
         ):
             self.hits += 1
             return await cached.classify_entities(entities, types)
-        self.calls += 1
-        return await recorder.classify_entities(entities, types)
+        return await self._reached(recorder.classify_entities(entities, types))
 
     async def classify_relations(
         self, edges: Sequence[Edge], types: Sequence[str]
@@ -124,8 +138,7 @@ class CachingExtractor(Extractor):
         ):
             self.hits += 1
             return await cached.classify_relations(edges, types)
-        self.calls += 1
-        return await recorder.classify_relations(edges, types)
+        return await self._reached(recorder.classify_relations(edges, types))
 
     async def aclose(self) -> None:
         await self.inner.aclose()
