@@ -34,11 +34,15 @@ class _ParquetIOManager(UPathIOManager):
 
 @dataclass(frozen=True)
 class StoredTable:
-    """A stored table, read only when asked for."""
+    """A stored table, read only when asked for; a missing one is named then."""
 
     path: str
 
     def read(self) -> pd.DataFrame:
+        if not UPath(self.path).exists():
+            raise FileNotFoundError(
+                f"no stored table at {self.path}: materialise that partition first"
+            )
         return read_table(self.path)
 
 
@@ -46,14 +50,15 @@ class _DeferredParquetInputManager(_ParquetIOManager):
     """Hands over each stored table as a `StoredTable` instead of reading it: the judging
     assets, which take every backend's extractions, read nothing when they have no judging to
     do (no key: the default offline run), where they had read every backend's table and the
-    corpus, 16 tables a mode with three backends."""
+    corpus, 16 tables a mode with three backends. A table is looked for when read, too: one
+    backend's judging step reads its own table and the reference's, and runs whether or not
+    the other backends' partitions exist (the partition mapping cannot say "this backend and
+    the reference" alone)."""
 
     def dump_to_path(self, context: OutputContext, obj: pd.DataFrame, path: UPath) -> None:
         raise NotImplementedError("parquet_deferred only loads inputs; store with parquet_io")
 
     def load_from_path(self, context: InputContext, path: UPath) -> StoredTable:
-        if not path.exists():  # missing upstream data fails here, as a read would
-            raise FileNotFoundError(f"no stored table at {path}")
         return StoredTable(str(path))
 
 
