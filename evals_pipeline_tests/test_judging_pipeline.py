@@ -78,6 +78,16 @@ def test_both_modes_then_a_rerun_makes_zero_judge_calls(tmp_path: Path, judge_se
         "uncached": 0,
         "unknown": 0,
     }
+    # An entry that is no verdict (an older cache's malformed reply) is asked again: uncached.
+    cache = tmp_path / "judge_cache.jsonl"
+    entries = [json.loads(line) for line in cache.read_text().splitlines()]
+    cache.write_text("".join(json.dumps({**e, "text": "no verdict"}) + "\n" for e in entries))
+    coverage = EvalsResource.from_config(config).plan(judge_coverage=True).judge["cache"]
+    assert coverage == {
+        "cached": 0,
+        "uncached": first.judge_calls + first.judge_cache_hits,
+        "unknown": 0,
+    }
     markdown = (tmp_path / "reports" / "strict" / "report.md").read_text()
     assert "## LLM-as-judge agreement with `oracle`" in markdown
     assert "## Blind pairwise judging" in markdown

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from itertools import combinations
 from typing import Any
 
+from pydantic import BaseModel
+
 from ..cassettes.cache import backend_fingerprint, cache_path
 from ..cassettes.replay import ReplayingExtractor
 from ..cassettes.store import load_cassette
@@ -21,10 +23,12 @@ from ..extractors.oracle import OracleExtractor
 from ..models import Episode, ExtractionResult, OntologyMode
 from ..ontology import Ontology
 from ..options import ExtractOptions
+from ..parsing import parse_structured
 from ..runner import extract_all, run_sync
 from .cache import JudgeCache, judge_key
-from .pairwise import slot_orders
+from .pairwise import WinnerVerdict, slot_orders
 from .prompts import AXES, axis_items, render_pairwise, render_reference
+from .reference import MatchesVerdict
 
 
 def _free_extractor(config: EvalsConfig, name: str, expected: Mapping[str, ExtractionResult],
@@ -66,8 +70,12 @@ def judge_cache_coverage(
     model = config.judge.model
     names = sorted(config.backends)
 
-    def count(prompt: tuple[str, str, str]) -> None:
-        counts["cached" if judge_key(*prompt, model) in cache else "uncached"] += 1
+    def count(prompt: tuple[str, str, str], shape: type[BaseModel]) -> None:
+        """Cached only where the entry is a verdict: the client asks again for one that is not
+        (an older cache may hold a malformed reply)."""
+        text = cache.get(judge_key(*prompt, model))
+        cached = text is not None and parse_structured(text, shape)[0] is not None
+        counts["cached" if cached else "uncached"] += 1
 
     for mode in config.active_modes if modes is None else modes:
         options = ExtractOptions.for_mode(
@@ -94,7 +102,7 @@ def judge_cache_coverage(
                         continue
                     for axis in AXES:
                         if axis_items(cand, axis) or axis_items(ref, axis):
-                            count(render_reference(bodies[chunk], axis, cand, ref))
+                            count(render_reference(bodies[chunk], axis, cand, ref), MatchesVerdict)
             if config.judge.mode in ("pairwise", "both"):
                 for left, right in combinations(names, 2):
                     lr, rr = results[left].get(chunk), results[right].get(chunk)
@@ -104,5 +112,8 @@ def judge_cache_coverage(
                     by_name = {left: lr, right: rr}
                     for axis in AXES:
                         for a, b in slot_orders(chunk, left, right):
-                            count(render_pairwise(bodies[chunk], axis, by_name[a], by_name[b]))
+                            count(
+                                render_pairwise(bodies[chunk], axis, by_name[a], by_name[b]),
+                                WinnerVerdict,
+                            )
     return counts

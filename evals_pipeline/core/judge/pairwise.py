@@ -31,7 +31,9 @@ ORDER_INCONSISTENCY_UNTRUSTED_THRESHOLD = 0.20
 Slot = Literal["A", "B", "tie"]
 
 
-class _Winner(BaseModel):
+class WinnerVerdict(BaseModel):
+    """A pairwise verdict: which slot's extraction is better, or a tie."""
+
     model_config = ConfigDict(extra="ignore")
     winner: Literal["A", "B", "tie"]
 
@@ -81,7 +83,7 @@ async def _verdict(
 ) -> Slot | None:
     name, system, user = render_pairwise(body, axis, a, b)
     try:
-        return (await client.judge(name, system, user, _Winner)).winner
+        return (await client.judge(name, system, user, WinnerVerdict)).winner
     except EvalsError:
         return None
 

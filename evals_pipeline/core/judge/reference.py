@@ -21,7 +21,9 @@ from .client import JudgeClient
 from .prompts import AXES, axis_items, render_reference
 
 
-class _Matches(BaseModel):
+class MatchesVerdict(BaseModel):
+    """A reference-mode verdict: (candidate item, reference item) pairs that say the same."""
+
     model_config = ConfigDict(extra="ignore")
     matches: list[tuple[int, int]]
 
@@ -61,7 +63,7 @@ async def judge_chunk_axis(
         return Verdict(chunk, axis, 0, 0, 0)
     name, system, user = render_reference(body, axis, candidate, reference)
     try:
-        parsed = await client.judge(name, system, user, _Matches)
+        parsed = await client.judge(name, system, user, MatchesVerdict)
     except EvalsError as exc:
         return Verdict(chunk, axis, 0, 0, 0, error=str(exc))  # not scored, counted
     counts = matches_to_counts(parsed.matches, n_c, n_r)
