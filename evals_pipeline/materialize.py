@@ -48,7 +48,7 @@ class MaterializeResult:
     success: bool = True
     runs: int = 0
     extraction_calls: int = 0  # calls that reached a provider (an extract call: one a chunk)
-    llm_requests: int = 0  # the LLM requests those calls sent (two or more an extract call)
+    llm_requests: int = 0  # the LLM requests those calls sent (one or more a call)
     cache_hits: int = 0
     replayed: int = 0  # answers of local backends (cassettes, the oracle): no call, no cache
     judge_calls: int = 0

@@ -290,7 +290,7 @@ def test_the_report_names_the_judge_model_its_stored_verdicts_came_from(
     assert built["judge"]["model"] == "claude-other-9"
     assert built["judge"]["verdict_models"] == [old.judge.model]
     assert any(
-        f"made by {old.judge.model}, not by the configured judge model claude-other-9" in note
+        f"were made by {old.judge.model}, not by the configured judge model claude-other-9" in note
         for note in built["notes"]
     )
 

@@ -68,7 +68,7 @@ def stale_judge_note(made_by: list[str], configured: str) -> str:
     """Verdicts are stored assets: after the judge model changes, Dagster keeps the old ones
     until they are re-materialised, and the report must not name the new model beside them."""
     return (
-        f"the judge verdicts in this report were made by {', '.join(made_by)}, not by the "
+        f"judge verdicts in this report were made by {', '.join(made_by)}, not by the "
         f"configured judge model {configured}: re-materialise judge_verdicts and "
         "pairwise_tallies for this mode to judge with it"
     )
@@ -178,7 +178,8 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         notes = [n for n in run_plan["notes"] if f"({mode})" in n]
         if verdict_models - {judge.get("model")}:
             judge["verdict_models"] = sorted(verdict_models)
-            notes.append(stale_judge_note(sorted(verdict_models), str(judge.get("model"))))
+            others = sorted(verdict_models - {judge.get("model")})
+            notes.append(stale_judge_note(others, str(judge.get("model"))))
         built = assemble_mode_report(
             mode=mode,
             reference=evals.config.reference,

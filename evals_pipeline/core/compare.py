@@ -383,8 +383,8 @@ def compare_runs(
         if errored:
             notes.append(
                 f"{errored} paired episode(s) ok in the other run are not ok in run {run}: an "
-                "episode that errored wrote nothing, so its lower-is-better rates (forbidden, "
-                "ungrounded, hallucination) look clean; read them beside the status changes"
+                "episode that errored wrote nothing, so on lower-is-better rates it looks clean "
+                "(forbidden) or drops out; read them beside the status changes"
             )
     status_changes = [
         {"from": f, "to": t, "episodes": n, "changed": f != t}

@@ -49,8 +49,8 @@ class CachingExtractor(Extractor):
     """Serve from the cache when the key is there; otherwise call `inner` and remember it.
 
     `calls` counts the calls that reached the backend (an extract call is one per chunk) and
-    `requests` the LLM requests they sent (two or more an extract call: entities, edges, a
-    retry; failed calls included), `hits` the calls the cache answered. With
+    `requests` the LLM requests they sent (one or more a call: entities, then edges,
+    retries; failed calls included), `hits` the calls the cache answered. With
     `read=False` the cache is written but never served from (a backend being recorded). With
     `fifo=True` each cached answer is served once, in recorded order, so a call repeated on
     purpose (the bench's recast cases) reaches the backend afresh the first time and replays

@@ -97,8 +97,9 @@ async def _failed(chunk: str, axis: str, reference: ExtractionResult) -> Verdict
 
 def judged_scores(verdicts: list[Verdict]) -> dict[str, dict[str, float | int | None]]:
     """Pooled judged P/R/F1 per axis over the chunks judged; a judge error is left out of the
-    pool and counted apart. With no chunk judged on an axis (every call failed, or nothing to
-    judge) the scores are None, not the 1.0 of agreeing on nothing: nothing was measured."""
+    pool and counted apart. With no chunk judged on an axis, or with judge errors and nothing
+    but empty chunks judged, the scores are None, not the 1.0 of agreeing on nothing: nothing
+    was measured. (Empty chunks alone, with no error, agree on nothing: 1.0, as strict.)"""
     out: dict[str, dict[str, float | int | None]] = {}
     for axis in AXES:
         total = PRF()
@@ -112,7 +113,7 @@ def judged_scores(verdicts: list[Verdict]) -> dict[str, dict[str, float | int | 
             judged += 1
             total = total + PRF(tp=v.tp, fp=v.fp, fn=v.fn)
         scores: dict[str, float | int | None] = {**total.to_dict()}
-        if judged == 0:
+        if judged == 0 or (errors and total.tp + total.fp + total.fn == 0):
             scores.update(precision=None, recall=None, f1=None)
         out[axis] = {**scores, "chunks_judged": judged, "judge_errors": errors}
     return out

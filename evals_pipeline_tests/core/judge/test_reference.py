@@ -8,6 +8,7 @@ import pytest
 from evals_pipeline.core.judge.cache import JudgeCache, JudgeCacheCorrupt, judge_key
 from evals_pipeline.core.judge.client import JudgeClient
 from evals_pipeline.core.judge.reference import (
+    Verdict,
     judge_against_reference,
     judged_scores,
     matches_to_counts,
@@ -209,3 +210,10 @@ def test_a_torn_cache_line_is_skipped_not_fatal(tmp_path: Path) -> None:
     with pytest.raises(JudgeCacheCorrupt) as err:
         JudgeCache(path)
     assert err.value.line == 4
+
+
+def test_judge_errors_beside_only_empty_chunks_measure_nothing() -> None:
+    """An empty chunk agrees on nothing (1.0, as strict) only when no judge call failed."""
+    empty, failed = Verdict("c", "entities", 0, 0, 0), Verdict("d", "entities", 0, 0, 0, "x")
+    assert judged_scores([empty, failed])["entities"]["f1"] is None
+    assert judged_scores([empty])["entities"]["f1"] == 1.0
