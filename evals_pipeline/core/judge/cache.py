@@ -10,12 +10,16 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..cassettes.format import rfc3339_now
 from ..cassettes.store import JsonlAppender
 from ..errors import EvalsError
+from ..parsing import parse_structured
+
+V = TypeVar("V", bound=BaseModel)
 
 
 class JudgeCacheCorrupt(EvalsError):
@@ -76,6 +80,12 @@ class JudgeCache:
     def get(self, key: str) -> str | None:
         entry = self._entries.get(key)
         return entry.text if entry is not None else None
+
+    def verdict(self, key: str, shape: type[V]) -> V | None:
+        """The cached reply as `shape`, or None: not cached, or not a verdict (an older cache
+        may hold a malformed reply, which the client asks again)."""
+        text = self.get(key)
+        return None if text is None else parse_structured(text, shape)[0]
 
     def __contains__(self, key: str) -> bool:
         return key in self._entries

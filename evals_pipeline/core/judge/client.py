@@ -58,12 +58,10 @@ class JudgeClient:
     async def judge(self, prompt_name: str, system: str, user: str, shape: type[V]) -> V:
         """The verdict as `shape`; MalformedReply (uncached) when the reply is not one."""
         key = judge_key(prompt_name, system, user, self.model)
-        cached = self.cache.get(key)
+        cached = self.cache.verdict(key, shape)
         if cached is not None:
-            verdict, _status = parse_structured(cached, shape)
-            if verdict is not None:
-                self.hits += 1
-                return verdict
+            self.hits += 1
+            return cached
         async with self._gates.get():
             self.calls += 1
             attempt, body = await messages_call(

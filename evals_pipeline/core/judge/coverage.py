@@ -23,7 +23,6 @@ from ..extractors.oracle import OracleExtractor
 from ..models import Episode, ExtractionResult, OntologyMode
 from ..ontology import Ontology
 from ..options import ExtractOptions
-from ..parsing import parse_structured
 from ..runner import extract_all, run_sync
 from .cache import JudgeCache, judge_key
 from .pairwise import WinnerVerdict, slot_orders
@@ -73,8 +72,7 @@ def judge_cache_coverage(
     def count(prompt: tuple[str, str, str], shape: type[BaseModel]) -> None:
         """Cached only where the entry is a verdict: the client asks again for one that is not
         (an older cache may hold a malformed reply)."""
-        text = cache.get(judge_key(*prompt, model))
-        cached = text is not None and parse_structured(text, shape)[0] is not None
+        cached = cache.verdict(judge_key(*prompt, model), shape) is not None
         counts["cached" if cached else "uncached"] += 1
 
     for mode in config.active_modes if modes is None else modes:
