@@ -113,14 +113,14 @@ def build_judging_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         backend, _mode = split_key(context.partition_key)
         cfg = evals.config
         empty = pd.DataFrame(columns=VERDICT_COLUMNS)
-        status = None
+        # The judge cache is loaded only where there is judging to do.
+        client = None
         if cfg.judge.mode == "pairwise":
             status = "not requested (judge mode pairwise)"
         elif backend == cfg.reference:
             status = "reference backend"
-        # The cache is loaded only where there is judging to do.
-        client = evals.judge_client() if status is None else None
-        if status is None and client is None:
+        else:
+            client = evals.judge_client()
             status = "skipped: ANTHROPIC_API_KEY is not set"
         if client is None:
             yield Output(empty, metadata={"status": status})

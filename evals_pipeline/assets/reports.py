@@ -54,14 +54,17 @@ def _by_backend(values: Mapping[str, Any]) -> dict[str, Any]:
     return {split_key(key)[0]: value for key, value in values.items()}
 
 
+# The judge model of verdicts stored before they recorded one.
+UNRECORDED_MODEL = "an unrecorded model"
+
+
 def _judge_models(verdicts: pd.DataFrame) -> set[str]:
-    """The judge models a verdict table's rows came from (a table stored before the column was
-    added names none: "an unrecorded model")."""
+    """The judge models a verdict table's rows came from."""
     if verdicts.empty:
         return set()
     if "model" not in verdicts.columns:
-        return {"an unrecorded model"}
-    return {str(m) if isinstance(m, str) else "an unrecorded model" for m in verdicts["model"]}
+        return {UNRECORDED_MODEL}
+    return {m if isinstance(m, str) else UNRECORDED_MODEL for m in verdicts["model"]}
 
 
 def stale_judge_note(made_by: list[str], configured: str) -> str:
@@ -174,11 +177,10 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             judge["status"] = "ran"
         pairwise = pairwise_tallies if judge["mode"] in ("pairwise", "both") else None
         if pairwise is not None and pairwise.get("status") == "ran":
-            verdict_models.add(str(pairwise.get("model", "an unrecorded model")))
+            verdict_models.add(str(pairwise.get("model", UNRECORDED_MODEL)))
         notes = [n for n in run_plan["notes"] if f"({mode})" in n]
-        if verdict_models - {judge.get("model")}:
+        if others := sorted(verdict_models - {judge.get("model")}):
             judge["verdict_models"] = sorted(verdict_models)
-            others = sorted(verdict_models - {judge.get("model")})
             notes.append(stale_judge_note(others, str(judge.get("model"))))
         built = assemble_mode_report(
             mode=mode,
