@@ -58,10 +58,15 @@ def test_both_modes_then_a_rerun_makes_zero_judge_calls(tmp_path: Path, judge_se
     built = report(tmp_path)
     assert built["judge"]["status"] == "ran"
     # The re-run's plan (this mode only) found every judge call in the cache before making one.
+    made = first.judge_calls + first.judge_cache_hits
+    # The rest of the planned calls (2 x 3 x 4 reference, 3 x 2 x 3 x 4 pairwise, one mode) are
+    # for axes where neither side has an item: no call (none in this corpus).
+    no_call = 2 * 3 * 4 + 3 * 2 * 3 * 4 - made
     assert built["judge"]["cache"] == {
-        "cached": first.judge_calls + first.judge_cache_hits,
+        "cached": made,
         "uncached": 0,
         "unknown": 0,
+        "no_call": no_call,
     }
     assert built["backends"]["rules"]["judged"]["entities"]["f1"] >= 0.0
     assert built["backends"]["oracle"]["judged"] is None  # the reference
@@ -73,21 +78,13 @@ def test_both_modes_then_a_rerun_makes_zero_judge_calls(tmp_path: Path, judge_se
     assert built["pairwise"]["pairs"]["oracle vs rules"]["axes"]["edges"]["chunks_compared"] == 4
     # The cost plan now sees every planned judge call as cached.
     coverage = EvalsResource.from_config(config).plan(judge_coverage=True).judge["cache"]
-    assert coverage == {
-        "cached": first.judge_calls + first.judge_cache_hits,
-        "uncached": 0,
-        "unknown": 0,
-    }
+    assert coverage == {"cached": made, "uncached": 0, "unknown": 0, "no_call": no_call}
     # An entry that is no verdict (an older cache's malformed reply) is asked again: uncached.
     cache = tmp_path / "judge_cache.jsonl"
     entries = [json.loads(line) for line in cache.read_text().splitlines()]
     cache.write_text("".join(json.dumps({**e, "text": "no verdict"}) + "\n" for e in entries))
     coverage = EvalsResource.from_config(config).plan(judge_coverage=True).judge["cache"]
-    assert coverage == {
-        "cached": 0,
-        "uncached": first.judge_calls + first.judge_cache_hits,
-        "unknown": 0,
-    }
+    assert coverage == {"cached": 0, "uncached": made, "unknown": 0, "no_call": no_call}
     markdown = (tmp_path / "reports" / "strict" / "report.md").read_text()
     assert "## LLM-as-judge agreement with `oracle`" in markdown
     assert "## Blind pairwise judging" in markdown

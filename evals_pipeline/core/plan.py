@@ -120,7 +120,8 @@ class RunPlan:
                 lines.append(
                     f"  judge cache already covers {cache['cached']}; "
                     f"{cache['uncached']} to make; {cache['unknown']} unknown until their "
-                    "extractions exist"
+                    f"extractions exist; {cache['no_call']} need no call (a failed extraction "
+                    "or nothing to judge)"
                 )
         if self.guards:
             lines.append("guards that would abort a real run:")

@@ -7,7 +7,7 @@ import pytest
 
 from evals_pipeline.core.errors import ConfigError
 from evals_pipeline.core.plan import fresh_recording_guards
-from evals_pipeline_tests.pipeline_fixtures import RULES, make_config
+from evals_pipeline_tests.pipeline_fixtures import RULES, SLOPPY, make_config
 from evals_pipeline_tests.pipeline_fixtures import plan_fixture_run as plan
 
 
@@ -41,9 +41,33 @@ def test_one_modes_plan_covers_that_mode_only(tmp_path: Path) -> None:
     assert p.backends["r"].coverage == {"open": 4}
     assert p.backends["live"].planned_calls == {"open": 8}
     assert p.judge["planned_calls"] == 2 * 3 * 4  # one mode
-    assert set(p.judge["cache"]) == {"cached", "uncached", "unknown"}
+    assert set(p.judge["cache"]) == {"cached", "uncached", "unknown", "no_call"}
     # The live backend's open-mode extractions do not exist yet: 3 axes x 4 chunks unknown.
     assert p.judge["cache"]["unknown"] == 3 * 4
+    assert sum(p.judge["cache"].values()) == p.judge["planned_calls"]
+
+
+def test_judge_coverage_knows_a_chunk_a_cassette_cannot_answer_needs_no_call(
+    tmp_path: Path,
+) -> None:
+    """A cassette (or the oracle) without a chunk's answer fails that chunk in the run, and
+    judging makes no call for a failed extraction: not "unknown until it exists"."""
+    short = tmp_path / "short.jsonl"
+    lines = RULES.read_text().splitlines(keepends=True)
+    kept = [line for line in lines if '"episode_name":"chunk-01-lovelace"' not in line]
+    assert len(kept) == len(lines) - 3  # one chunk, three modes
+    short.write_text("".join(kept))
+    config = make_config(
+        tmp_path,
+        {"o": "oracle", "r": f"cassette:path={short}", "s": f"cassette:path={SLOPPY}"},
+        judge={"mode": "both"},
+    )
+    cache = plan(config, modes=["open"], judge_coverage=True).judge["cache"]
+    # reference: 2 candidates x 3 axes x 4 chunks; pairwise: 3 pairs x 2 orders x 3 axes x 4
+    assert sum(cache.values()) == 2 * 3 * 4 + 3 * 2 * 3 * 4
+    assert cache["unknown"] == 0
+    # r's missing chunk: 3 reference axes, and 2 pairs x 2 orders x 3 axes, without a call.
+    assert cache["no_call"] == 3 + 2 * 2 * 3
 
 
 def test_planning_a_mode_the_run_does_not_have_is_a_config_error(tmp_path: Path) -> None:

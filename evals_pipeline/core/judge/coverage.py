@@ -2,7 +2,10 @@
 
 Judge prompts embed the extractions, so they can be rendered ahead of a run only where the
 extractions can be had for free: cassette replays, the oracle, and the extraction cache. Prompts
-over a live backend's not-yet-made calls are counted as unknown.
+over a live backend's not-yet-made calls are counted as unknown. A chunk a cassette or the oracle
+cannot answer fails in the run too, and judging makes no call for a failed extraction (nor for
+an axis where neither side has an item): those count as `no_call`, so the four counts add up to
+the plan's `planned_calls`.
 """
 
 from __future__ import annotations
@@ -58,16 +61,23 @@ def judge_cache_coverage(
     corpus_digest: str,
     modes: Sequence[OntologyMode] | None = None,
 ) -> dict[str, Any]:
-    """{"cached": n, "uncached": n, "unknown": n} over the judge calls the run would plan
-    (in `modes`; default, every mode of the run)."""
+    """{"cached": n, "uncached": n, "unknown": n, "no_call": n} over the judge calls the run
+    would plan (in `modes`; default, every mode of the run)."""
     try:
         cache = JudgeCache(config.judge.cache)
     except EvalsError as exc:
         return {"error": str(exc)}
-    counts = {"cached": 0, "uncached": 0, "unknown": 0}
+    counts = {"cached": 0, "uncached": 0, "unknown": 0, "no_call": 0}
     bodies = {e.name: e.body for e in episodes}
     model = config.judge.model
     names = sorted(config.backends)
+    # Free sources: where these have no answer, the run's extraction fails too (not unknown).
+    settled = {n for n in names if config.specs[n].kind in ("oracle", "cassette")}
+
+    def missing(*pairs: tuple[str, ExtractionResult | None]) -> str:
+        """Where a side has no result: "unknown" until a live call, or "no_call" (it fails)."""
+        absent = [name for name, result in pairs if result is None]
+        return "no_call" if all(name in settled for name in absent) else "unknown"
 
     def count(prompt: tuple[str, str, str], shape: type[BaseModel]) -> None:
         """Cached only where the entry is a verdict: the client asks again for one that is not
@@ -96,16 +106,18 @@ def judge_cache_coverage(
                         continue
                     cand = results[name].get(chunk)
                     if ref is None or cand is None:
-                        counts["unknown"] += len(AXES)
+                        counts[missing((config.reference, ref), (name, cand))] += len(AXES)
                         continue
                     for axis in AXES:
                         if axis_items(cand, axis) or axis_items(ref, axis):
                             count(render_reference(bodies[chunk], axis, cand, ref), MatchesVerdict)
+                        else:
+                            counts["no_call"] += 1
             if config.judge.mode in ("pairwise", "both"):
                 for left, right in combinations(names, 2):
                     lr, rr = results[left].get(chunk), results[right].get(chunk)
                     if lr is None or rr is None:
-                        counts["unknown"] += 2 * len(AXES)
+                        counts[missing((left, lr), (right, rr))] += 2 * len(AXES)
                         continue
                     by_name = {left: lr, right: rr}
                     for axis in AXES:
