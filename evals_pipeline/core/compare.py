@@ -58,7 +58,7 @@ from .files import load_json
 from .statistics_bootstrap import paired_bootstrap_deltas, pooled_rate
 
 # Rate name -> (numerator, denominator). Each side is a count name, or several joined by "+".
-# Every pooled rate a bench report shows (`bench.metrics.BENCH_RATES` is this table).
+# Every pooled rate a bench report shows: the bench's report and `compare` read this one table.
 RATES: dict[str, tuple[str, str]] = {
     "entity_precision": ("entities_tp", "entities_produced"),
     "entity_recall": ("entities_tp", "entities_expected"),
@@ -397,8 +397,12 @@ def compare_runs(
         ranking = "+".join(_F1_LABELS[g[0]] for g in groups) + " F1"
         score_a, score_b = _episode_f1(side_a, groups), _episode_f1(side_b, groups)
     elif both:
-        ranking = rates[both[0][0]]["rate"]
+        # A rate where higher is better, where there is one: "drops" then read as losses.
+        first = min(both, key=lambda b: rates[b[0]]["lower_is_better"])[0]
+        ranking = rates[first]["rate"]
         score_a, score_b = _episode_rate(side_a, ranking), _episode_rate(side_b, ranking)
+        if rates[first]["lower_is_better"]:
+            ranking += " (lower is better: a drop is a gain)"
     else:
         ranking, score_a, score_b = None, [], []
     changes: list[dict[str, Any]] = [

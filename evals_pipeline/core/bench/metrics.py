@@ -35,8 +35,6 @@ COUNT_NAMES: tuple[str, ...] = (
     "tokens", "requests",
 )  # fmt: skip
 
-# Every rate a bench report carries is in compare's registry.
-BENCH_RATES: dict[str, tuple[str, str]] = RATES  # one table: compare reads every rate shown
 _F1 = {
     "entity_f1": ("entities_tp", "entities_produced", "entities_expected"),
     "edge_f1": ("edges_tp", "edges_produced", "edges_expected"),
@@ -376,7 +374,7 @@ def pooled_rates(episodes: Sequence[Mapping[str, int]]) -> dict[str, float | Non
     """Every bench rate over the pooled counts; None where the denominator is zero."""
     total = sum_counts(episodes)
     out: dict[str, float | None] = {}
-    for rate, (num, den) in BENCH_RATES.items():
+    for rate, (num, den) in RATES.items():
         d = _side(total, den)
         out[rate] = _side(total, num) / d if d else None
     for rate, (tp, produced, expected_) in _F1.items():
@@ -385,4 +383,4 @@ def pooled_rates(episodes: Sequence[Mapping[str, int]]) -> dict[str, float | Non
     return out
 
 
-__all__ = ["BENCH_RATES", "COUNT_NAMES", "EdgeRef", "episode_counts", "pooled_rates"]
+__all__ = ["COUNT_NAMES", "EdgeRef", "episode_counts", "pooled_rates"]

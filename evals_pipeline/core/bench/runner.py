@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..compare import RATES
 from ..errors import EvalsError
 from ..extractors.base import Extractor
 from ..extractors.oracle import OracleExtractor
@@ -23,7 +24,7 @@ from ..ontology import Ontology
 from ..options import ExtractOptions
 from ..runner import ChunkRun, extract_all, run_sync
 from .corpus import BenchCase, BenchCorpus, BenchEpisode
-from .metrics import BENCH_RATES, episode_counts, first_reply, pooled_rates, recast_counts
+from .metrics import episode_counts, first_reply, pooled_rates, recast_counts
 from .slice import slice_schema
 
 
@@ -206,7 +207,7 @@ def _fmt(value: float | None) -> str:
     return "—" if value is None else f"{value:.3f}"
 
 
-# What the less obvious rates mean; every rate's counts come from BENCH_RATES.
+# What the less obvious rates mean; every rate's counts come from `compare.RATES`.
 RATE_NOTES = {
     "direction": "matched edges that point the way the gold graph does",
     "conformance": "emitted items the schema shown allows (first reply)",
@@ -225,8 +226,8 @@ RATE_NOTES = {
 def _legend(rates: list[str]) -> list[str]:
     lines = ["", "## What the rates count", ""]
     for rate in rates:
-        if rate in BENCH_RATES:
-            num, den = BENCH_RATES[rate]
+        if rate in RATES:
+            num, den = RATES[rate]
             counts = f"`{num}` / `{den}`"
         else:
             counts = "F1 of its precision and recall"
@@ -254,7 +255,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             "- **not publishable**: only `--split test` on an unmodified corpus is publishable"
         )
     rows = report["rows"]
-    rates = [*BENCH_RATES, "entity_f1", "edge_f1", "property_f1"]
+    rates = [*RATES, "entity_f1", "edge_f1", "property_f1"]
     lines += ["", "| rate | " + " | ".join(rows) + " |", "|---|" + "---|" * len(rows)]
     for rate in rates:
         cells = [_fmt(rows[r]["rates"].get(rate)) for r in rows]
