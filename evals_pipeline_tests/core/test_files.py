@@ -10,6 +10,7 @@ from evals_pipeline.core.claims.gate import read_baseline
 from evals_pipeline.core.claims.golden import load_golden_example
 from evals_pipeline.core.claims.recordings import read_recording
 from evals_pipeline.core.compare import load_run_report
+from evals_pipeline.core.corpus import load_prose_corpus
 from evals_pipeline.core.errors import InputFileError
 from evals_pipeline.core.files import parse_json, validate_file_model
 from evals_pipeline.core.prices import load_prices
@@ -122,3 +123,32 @@ def test_validate_file_model_names_the_field_from_where_the_value_sits(tmp_path:
     with pytest.raises(InputFileError, match="a price must be a JSON object, not list"):
         validate_file_model(_Price, [1], path, kind="a price")
     assert validate_file_model(_Price, {"input_per_1m": 2}, path).input_per_1m == 2.0
+
+
+def test_a_jsonl_line_that_is_not_an_object_is_named_by_its_loader(tmp_path: Path) -> None:
+    """The prose corpus and the bench's episodes, through their loaders: file, line, wording."""
+    corpus = tmp_path / "chunks.jsonl"
+    corpus.write_text('{"name": "a", "body": "x"}\n"just text"\n')
+    with pytest.raises(InputFileError, match="a corpus line must be a JSON object, not str") as err:
+        load_prose_corpus(corpus, None)
+    assert (err.value.path, err.value.line) == (corpus, 2)
+    root = write_corpus(tmp_path / "bench")
+    episodes = root / "mini" / "rail" / "episodes.jsonl"
+    episodes.write_text("\n[1, 2]\n")
+    with pytest.raises(
+        InputFileError, match="an episode line must be a JSON object, not list"
+    ) as err:
+        load_bench_corpus(root)
+    assert (err.value.path, err.value.line) == (episodes, 2)
+
+
+def test_a_price_error_names_the_model_it_belongs_to(tmp_path: Path) -> None:
+    path = tmp_path / "prices.json"
+    path.write_text('{"ok": {"input_per_1m": 1, "output_per_1m": 2}, "m-2": {"input_per_1m": 1}}')
+    with pytest.raises(InputFileError) as err:
+        load_prices(path)
+    assert (err.value.path, err.value.field) == (path, "m-2.output_per_1m")
+    path.write_text('{"m": {"input_per_1m": -1, "output_per_1m": 2}}')
+    with pytest.raises(InputFileError, match="finite number of USD, 0 or more") as err:
+        load_prices(path)
+    assert err.value.field == "m.input_per_1m"
