@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ..compare import RATES
-from ..errors import EvalsError
 from ..extractors.base import Extractor
-from ..extractors.oracle import OracleExtractor
+from ..extractors.oracle import OracleExtractor, OracleMissing
 from ..models import Episode, OntologyMode
 from ..ontology import Ontology
 from ..options import ExtractOptions
@@ -78,21 +77,37 @@ def run_bench(
     async def cast_all() -> list[ChunkRun]:
         # One extract_all per episode: each may be shown a different slice of its schema.
         gate = asyncio.Semaphore(concurrency)
+        stopped: list[BaseException] = []  # an error that is not one episode's: start no more
 
         async def one(episode: Episode, shown: Ontology) -> ChunkRun:
             async with gate:
+                if stopped:
+                    raise stopped[0]
                 options = ExtractOptions.for_mode(ontology_mode, shown)
                 try:
                     runs = await extract_all(extractor, [episode], options, tolerate_misses=True)
-                except EvalsError as exc:  # e.g. an oracle without this episode's graph
+                except OracleMissing as exc:  # this episode's error, counted in its row
                     return ChunkRun(episode, None, str(exc), type(exc).__name__)
+                except Exception as exc:
+                    # A full disk, a read-only or corrupt cassette, a bug: the episodes still
+                    # waiting would each make (and pay for) a call that cannot be recorded.
+                    stopped.append(exc)
+                    raise
                 return runs[0]
 
+        async def cast_each(jobs: list[tuple[Episode, Ontology]]) -> list[ChunkRun]:
+            """Every job; those in flight finish before the first error is raised."""
+            done = await asyncio.gather(*(one(*job) for job in jobs), return_exceptions=True)
+            for outcome in done:
+                if isinstance(outcome, BaseException):
+                    raise outcome
+            return [run for run in done if isinstance(run, ChunkRun)]
+
         try:
-            firsts = await asyncio.gather(*(one(p[2], p[3]) for p in plan))
+            firsts = await cast_each([(p[2], p[3]) for p in plan])
             # A recast case is cast again with a fresh call, after the first cast (as into a
             # graph the first cast wrote): a cassette serves its second recorded reply (FIFO).
-            seconds = await asyncio.gather(*(one(p[2], p[3]) for p in plan if p[0].recast))
+            seconds = await cast_each([(p[2], p[3]) for p in plan if p[0].recast])
         finally:
             await extractor.aclose()  # this loop's clients; a later run opens its own
         return [*firsts, *seconds]

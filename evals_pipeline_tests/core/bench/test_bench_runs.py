@@ -415,10 +415,10 @@ def test_a_cast_without_the_key_matches_by_name_and_disagrees_on_mention(tmp_pat
 
 class _FailingSecondCast(_TwoCasts):
     async def extract(self, episode, options):  # type: ignore[no-untyped-def]
-        from evals_pipeline.core.errors import EvalsError
+        from evals_pipeline.core.errors import ExtractionFailed
 
         if episode.name in self._seen:
-            raise EvalsError("the second call failed")
+            raise ExtractionFailed("the second call failed", failure=None)
         return await super().extract(episode, options)
 
 
@@ -443,3 +443,34 @@ def test_runs_of_the_same_second_never_overwrite(tmp_path: Path) -> None:
     second, md = write_run(report, tmp_path / "out", now=now)
     assert first.name == "20250102T030405Z.json" and second.name == "20250102T030405Z-2.json"
     assert md.exists()
+
+
+class _DiskFullAfter(OracleExtractor):
+    """The oracle, whose recording fails from the `after`-th call on, as a full disk does."""
+
+    def __init__(self, graphs: dict[str, ExtractionResult], after: int) -> None:
+        super().__init__(graphs)
+        self.after = after
+        self.calls = 0
+
+    async def extract(self, episode, options):  # type: ignore[no-untyped-def]
+        from evals_pipeline.core.errors import CassetteWriteError
+
+        self.calls += 1
+        outcome = await super().extract(episode, options)
+        if self.calls > self.after:
+            raise CassetteWriteError("rec.jsonl", "No space left on device")
+        return outcome
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_a_recording_that_cannot_be_written_stops_the_run(concurrency: int) -> None:
+    """Not one episode's error: every episode still waiting would pay for a call it cannot
+    record. The episodes in flight finish; no other starts; the error fails the run."""
+    from evals_pipeline.core.errors import CassetteWriteError
+
+    corpus = load_bench_corpus()
+    extractor = _DiskFullAfter(corpus.expected_results(), after=2)
+    with pytest.raises(CassetteWriteError, match="No space left on device"):
+        run_bench(corpus, extractor, row_name="x", concurrency=concurrency)
+    assert extractor.calls <= 2 + concurrency  # of 36 episodes
