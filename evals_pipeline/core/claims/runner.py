@@ -147,8 +147,12 @@ async def _record(
     failed: list[tuple[str, str]] = []
     wanted = set(ids) if ids is not None else None
 
+    stopped: list[BaseException] = []  # an error that is not one call's: start no more
+
     async def one(example: GoldenExample) -> None:
         async with gate:
+            if stopped:
+                return
             try:
                 extraction = await extractor.extract(example.input_text)
             except ClaimCallFailed as exc:
@@ -172,10 +176,25 @@ async def _record(
         )
         written.append(example.id)
 
+    async def guarded(example: GoldenExample) -> None:
+        try:
+            await one(example)
+        except Exception as exc:  # e.g. a recording that cannot be written (a full disk)
+            stopped.append(exc)
+            raise
+
     try:
-        await asyncio.gather(*(one(e) for e in golden if wanted is None or e.id in wanted))
+        # Calls in flight finish (and are recorded where they can be) before the first error is
+        # raised: the client must not close under them. No call starts after such an error.
+        done = await asyncio.gather(
+            *(guarded(e) for e in golden if wanted is None or e.id in wanted),
+            return_exceptions=True,
+        )
     finally:
         await extractor.aclose()
+    for outcome in done:
+        if isinstance(outcome, BaseException):
+            raise outcome
     return RecordResult(tuple(sorted(written)), tuple(sorted(failed)))
 
 

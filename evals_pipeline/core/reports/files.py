@@ -18,13 +18,19 @@ def write_bytes_atomic(path: Path, data: bytes) -> Path:
     """
     if path.is_dir():
         raise OutputPathError(path, "is a folder; name a file to write")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:  # a file where a folder goes, a read-only folder
+        raise OutputPathError(path, f"cannot write here: {exc.strerror or exc}") from exc
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.chmod(tmp, 0o644)  # mkstemp creates 0600; a report is meant to be read
         os.replace(tmp, path)
+    except OSError as exc:  # a full disk: the old file, if any, is left as it was
+        Path(tmp).unlink(missing_ok=True)
+        raise OutputPathError(path, f"cannot write here: {exc.strerror or exc}") from exc
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

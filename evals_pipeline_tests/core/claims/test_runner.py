@@ -83,6 +83,33 @@ def test_a_failed_live_call_writes_no_recording(tmp_path: Path) -> None:
     assert not (golden_dir / "recordings").exists()
 
 
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_a_recording_that_cannot_be_written_stops_recording(
+    tmp_path: Path, concurrency: int
+) -> None:
+    """Not one example's failure: every call still waiting would be paid for and lost. Calls in
+    flight finish; none starts after; the error is raised, naming where it could not write."""
+    from evals_pipeline.core.errors import OutputPathError
+
+    golden_dir = make_golden(tmp_path / "golden", pending=False)
+    blocked = tmp_path / "recordings"
+    blocked.write_text("a file where the recordings folder goes")
+    with LoopbackLLMServer("openai") as server:
+        server.responder = lambda request: openai_completion('{"claims": []}')
+        spec = parse_backend_spec(f"oai-http:url={server.url}")
+        with pytest.raises(OutputPathError, match="cannot write here") as err:
+            record_golden_set(
+                load_golden_set(golden_dir),
+                transport_from_spec(spec),
+                backend="t",
+                recordings_dir=blocked,
+                concurrency=concurrency,
+            )
+        sent = len(server.requests)
+    assert blocked in err.value.path.parents
+    assert sent <= concurrency < 4  # of four examples
+
+
 def test_replay_reproduces_the_live_claims_without_any_connection(tmp_path: Path) -> None:
     golden_dir = make_golden(tmp_path / "golden")
     record(golden_dir)  # the server is stopped once this returns

@@ -557,6 +557,18 @@ def test_a_report_is_not_written_over_a_folder(tmp_path: Path) -> None:
     assert not list(tmp_path.parent.glob(f".{tmp_path.name}.*.tmp"))
 
 
+def test_a_report_that_cannot_be_written_names_its_path(tmp_path: Path) -> None:
+    """A file where its folder goes: a typed error naming the path, not a raw OSError."""
+    from evals_pipeline.core.errors import OutputPathError
+    from evals_pipeline.core.reports.files import write_text_atomic
+
+    (tmp_path / "reports").write_text("not a folder")
+    target = tmp_path / "reports" / "strict" / "report.json"
+    with pytest.raises(OutputPathError, match="cannot write here") as err:
+        write_text_atomic(target, "{}")
+    assert err.value.path == target
+
+
 def test_an_oracle_reference_is_called_labels_not_another_model() -> None:
     """The shipped run's reference is the oracle: its scores are against hand-written labels."""
     report = report_for("strict")
