@@ -188,6 +188,22 @@ def test_the_main_job_names_a_missing_input_file_by_its_field(
     assert "Traceback" not in err
 
 
+def test_a_judge_cache_that_is_a_folder_is_refused_by_its_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from evals_pipeline.materialize import main as materialize_main
+
+    config = tmp_path / "evals.yaml"
+    config.write_text(
+        f"backends: {{a: oracle}}\nreference: a\nmodes: [freeform]\ncorpus: {CORPUS}\n"
+        f"judge: {{cache: {tmp_path}}}\n"
+    )
+    assert materialize_main(["--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert f"{config} [judge.cache]: {tmp_path}: is a folder" in err
+    assert "Traceback" not in err
+
+
 def test_a_recording_target_that_is_not_a_cassette_is_refused_before_any_call(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

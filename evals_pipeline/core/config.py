@@ -169,6 +169,12 @@ class EvalsConfig(BaseModel):
         for field, path in wanted:
             if path is not None and not path.exists():
                 raise InputFileError(source, f"{path}: no such file or folder", field=field)
+        if self.judge.cache.is_dir():
+            raise InputFileError(
+                source,
+                f"{self.judge.cache}: is a folder; name the cache's JSONL file",
+                field="judge.cache",
+            )
         return self
 
     def resolved_against(self, base: Path) -> EvalsConfig:

@@ -146,6 +146,17 @@ def _load_for_plan(
     return cassette, len(cassette)
 
 
+def _same_bytes(a: Path, b: Path) -> bool:
+    """Whether two readable files hold the same bytes. A folder or an unreadable file is not
+    compared: the cassette-integrity guard names it."""
+    if not (a.is_file() and b.is_file()):
+        return False
+    try:
+        return file_sha256(a) == file_sha256(b)
+    except OSError:
+        return False
+
+
 def _identity_guards(config: EvalsConfig, guards: list[Guard]) -> None:
     cassettes = {
         name: spec.cassette_path
@@ -162,7 +173,7 @@ def _identity_guards(config: EvalsConfig, guards: list[Guard]) -> None:
                     "would be degenerate",
                 )
             )
-        elif path_a.exists() and path_b.exists() and file_sha256(path_a) == file_sha256(path_b):
+        elif _same_bytes(path_a, path_b):
             guards.append(
                 Guard(
                     "distinct_cassettes",

@@ -147,3 +147,28 @@ def test_a_record_target_mid_append_is_not_corrupt(tmp_path: Path) -> None:
     target.write_bytes(first[:40] + b"\n" + first)  # a torn line that was ended: corrupt
     with pytest.raises(CassetteCorrupt):
         check_record_target(target)
+
+
+def test_a_cassette_path_that_is_a_folder_is_a_guard_beside_another_cassette(
+    tmp_path: Path,
+) -> None:
+    """The byte-identity guard compares files only; the integrity guard names the folder."""
+    folder = tmp_path / "cassettes"
+    folder.mkdir()
+    config = make_config(
+        tmp_path,
+        {"o": "oracle", "a": f"cassette:path={folder}", "r": f"cassette:path={RULES}"},
+        judge={"mode": "both"},
+    )
+    p = plan(config, judge_coverage=True)
+    assert [(g.check, g.backends) for g in p.guards] == [("cassette_integrity", ("a",))]
+    assert "is a folder" in p.guards[0].message
+
+
+def test_a_judge_cache_that_is_a_folder_is_named_in_the_plan(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"o": "oracle", "r": f"cassette:path={RULES}"})
+    config = config.model_copy(
+        update={"judge": config.judge.model_copy(update={"cache": tmp_path})}
+    )
+    cache = plan(config, judge_coverage=True).judge["cache"]
+    assert "is a folder" in cache["error"]

@@ -276,6 +276,8 @@ def _file_digest(path: Path) -> str | None:
         return file_sha256(path)
     except FileNotFoundError:
         return None
+    except OSError as exc:  # e.g. no permission to read it
+        raise CassetteNotAFile(path, f"cannot be read: {exc.strerror or exc}") from exc
 
 
 def _memo_get(key: tuple[object, ...]) -> Cassette | None:
@@ -408,7 +410,10 @@ def _load(
                         files.append(None)  # indexes stay aligned with paths
                         continue
                     raise CassetteNotAFile(path, "file not found")
-                handle = path.open("rb")
+                try:
+                    handle = path.open("rb")
+                except OSError as exc:  # e.g. no permission to read it
+                    raise CassetteNotAFile(path, f"cannot be read: {exc.strerror or exc}") from exc
                 files.append(handle)
                 index = len(files) - 1
                 skip = unwanted if wanted is not None else None

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..cassettes.format import rfc3339_now
 from ..cassettes.store import JsonlAppender
-from ..errors import EvalsError
+from ..errors import EvalsError, InputFileError
 from ..parsing import parse_structured
 
 V = TypeVar("V", bound=BaseModel)
@@ -52,8 +52,13 @@ class JudgeCache:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         self._entries: dict[str, JudgeCacheEntry] = {}
+        if self.path.is_dir():
+            raise InputFileError(self.path, "is a folder; the judge cache is a JSONL file")
         if self.path.exists():
-            self._load()
+            try:
+                self._load()
+            except OSError as exc:
+                raise InputFileError(self.path, f"cannot be read: {exc.strerror or exc}") from exc
         self._appender: JsonlAppender | None = None
 
     def _load(self) -> None:

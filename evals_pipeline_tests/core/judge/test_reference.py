@@ -104,6 +104,14 @@ def test_cache_families_never_collide_and_corruption_names_the_line(tmp_path: Pa
     assert err.value.line == 2 and "j.jsonl:2" in str(err.value)
 
 
+def test_a_judge_cache_that_is_a_folder_is_named(tmp_path: Path) -> None:
+    from evals_pipeline.core.errors import InputFileError
+
+    with pytest.raises(InputFileError, match="is a folder; the judge cache is a JSONL file") as err:
+        JudgeCache(tmp_path)
+    assert err.value.path == tmp_path
+
+
 @pytest.mark.parametrize("stop_reason", ["max_tokens", "refusal"])
 def test_a_cut_off_or_refused_verdict_is_a_judge_error_and_never_cached(
     tmp_path: Path, stop_reason: str
