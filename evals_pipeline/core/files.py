@@ -84,6 +84,8 @@ def load_yaml(path: Path | str, error: type[InputFileError] = InputFileError) ->
         raise error(path, f"invalid YAML: {exc.problem or exc}", line=line) from None
     except yaml.YAMLError as exc:
         raise error(path, f"invalid YAML: {exc}") from None
+    except RecursionError:
+        raise error(path, "invalid YAML: nested too deeply") from None
 
 
 class _RepeatedKey(ValueError):
@@ -121,6 +123,8 @@ def parse_json(
         ) from None
     except _RepeatedKey as exc:
         raise error(path, f"key {exc.args[0]!r} is given twice in one object", line=line) from None
+    except RecursionError:
+        raise error(path, "invalid JSON: nested too deeply", line=line) from None
 
 
 def load_json(path: Path | str, error: type[InputFileError] = InputFileError) -> Any:

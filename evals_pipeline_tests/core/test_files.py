@@ -152,3 +152,21 @@ def test_a_price_error_names_the_model_it_belongs_to(tmp_path: Path) -> None:
     with pytest.raises(InputFileError, match="finite number of USD, 0 or more") as err:
         load_prices(path)
     assert err.value.field == "m.input_per_1m"
+
+
+def test_input_nested_too_deeply_is_named_not_a_recursion_error(tmp_path: Path) -> None:
+    from evals_pipeline.core.files import load_yaml
+
+    with pytest.raises(InputFileError, match="invalid JSON: nested too deeply") as err:
+        parse_json(tmp_path / "a.jsonl", "[" * 200_000, line=3)
+    assert err.value.line == 3
+    corpus = tmp_path / "chunks.jsonl"
+    corpus.write_text('{"name": "a", "body": ' + "[" * 200_000 + "\n")
+    with pytest.raises(InputFileError, match="nested too deeply") as err:
+        load_prose_corpus(corpus, None)
+    assert (err.value.path, err.value.line) == (corpus, 1)
+    deep = tmp_path / "o.yaml"
+    deep.write_text("a: " + "[" * 50_000 + "]" * 50_000 + "\n")
+    with pytest.raises(InputFileError, match="invalid YAML: nested too deeply") as err:
+        load_yaml(deep)
+    assert err.value.path == deep
