@@ -35,7 +35,7 @@ from .core.judge.cache import JudgeCache
 from .core.judge.client import JudgeClient
 from .core.models import Episode, OntologyMode
 from .core.ontology import Ontology, load_ontology
-from .core.options import ExtractOptions
+from .core.options import DEFAULT_MAX_TOKENS_EDGES, DEFAULT_MAX_TOKENS_ENTITIES, ExtractOptions
 from .core.plan import RunPlan, plan_run
 from .core.prices import load_prices
 
@@ -221,13 +221,16 @@ class EvalsResource(ConfigurableResource):
         record_to = config.bench.record_cassette.get(backend)
         if record_to is not None:
             inner = RecordingExtractor(inner, record_to)
-        path = _cache_file(inner, spec, config.cache_dir / "bench", backend, gold.digest)
-        return CachingExtractor(inner, path, read=record_to is None, fifo=True)
+        path = _cache_file(
+            inner, spec, config.cache_dir / "bench", backend, gold.digest, BENCH_BUDGETS
+        )
+        return CachingExtractor(inner, path, recording_to=record_to, fifo=True)
 
     def extractor(self, backend: str, keys: AbstractSet[str] | None = None) -> CachingExtractor:
         """The backend's extractor behind the extraction cache (and a recorder if configured).
 
-        A backend being recorded skips cached answers so the cassette gets every call. `keys`:
+        A backend being recorded is answered from its cassette where that holds the call, never
+        from the cache, so the cassette gets every call once (see CachingExtractor). `keys`:
         the only extract keys the step will ask (a big cassette then loads only those).
         """
         config = self.config
@@ -242,16 +245,25 @@ class EvalsResource(ConfigurableResource):
         record_to = config.record_cassette.get(backend)
         if record_to is not None:
             inner = RecordingExtractor(inner, record_to)
-        path = _cache_file(inner, spec, config.cache_dir, backend, corpus.digest)
-        return CachingExtractor(inner, path, read=record_to is None)
+        path = _cache_file(inner, spec, config.cache_dir, backend, corpus.digest, config.budgets)
+        return CachingExtractor(inner, path, recording_to=record_to)
+
+
+# The bench's calls use `ExtractOptions.for_mode`'s default token budgets.
+BENCH_BUDGETS = (DEFAULT_MAX_TOKENS_ENTITIES, DEFAULT_MAX_TOKENS_EDGES)
 
 
 def _cache_file(
-    inner: Extractor, spec: BackendSpec, cache_dir: Path, backend: str, corpus_digest: str
+    inner: Extractor,
+    spec: BackendSpec,
+    cache_dir: Path,
+    backend: str,
+    corpus_digest: str,
+    budgets: tuple[int, int],
 ) -> Path | None:
     """Where `inner`'s extraction cache lives; None for a local backend, which is not cached
     (so its cassette is not hashed for a fingerprint)."""
     if inner.local:
         return None
-    fingerprint = backend_fingerprint(spec, corpus_digest=corpus_digest)
+    fingerprint = backend_fingerprint(spec, corpus_digest=corpus_digest, budgets=budgets)
     return cache_path(cache_dir, backend, fingerprint)

@@ -115,6 +115,64 @@ def test_record_cassette_then_replay_it_as_a_backend(tmp_path: Path) -> None:
     assert replayed["backends"]["live"]["strict"] == recorded["backends"]["live"]["strict"]
 
 
+def test_a_recorded_backend_re_run_makes_no_call_and_records_nothing_twice(tmp_path: Path) -> None:
+    """Its cassette answers what it already holds: a re-run is free, a run after a chunk went
+    missing makes only that chunk's calls, and no key is appended twice (a unique load, as
+    replaying it as a backend does, would refuse the file)."""
+    cassette = tmp_path / "live.jsonl"
+    with LoopbackLLMServer("openai", responder=openai_responder) as server:
+        url = f"oai-http:url={server.base_url},model=rules"
+        config = make_config(
+            tmp_path,
+            {"oracle": "oracle", "live": url},
+            modes=("strict",),
+            record_cassette={"live": cassette},
+        )
+        defs = build_definitions(config)
+        with DagsterInstance.ephemeral() as instance:
+            assert materialize_all(config, instance, defs, quiet=True).success
+            assert len(server.requests) == 2 * 4
+            again = materialize_all(config, instance, defs, quiet=True)
+            assert again.success and again.extraction_calls == 0 and again.cache_hits == 4
+            assert len(server.requests) == 2 * 4 and len(load_cassette(cassette, unique=True)) == 4
+            lines = cassette.read_text().splitlines(keepends=True)
+            cassette.write_text("".join(lines[1:]))  # one chunk's answer lost
+            resumed = materialize_all(config, instance, defs, quiet=True)
+            assert resumed.success and resumed.extraction_calls == 1
+            assert len(server.requests) == 2 * 4 + 2
+            assert len(load_cassette(cassette, unique=True)) == 4
+        # Recording another model into this cassette would mix two models' answers.
+        other = make_config(
+            tmp_path / "other",
+            {"oracle": "oracle", "live": f"oai-http:url={server.base_url},model=bigger"},
+            modes=("strict",),
+            record_cassette={"live": cassette},
+        )
+        with DagsterInstance.ephemeral() as instance:
+            mixed = materialize_all(other, instance, quiet=True)
+        assert not mixed.success
+        assert any(
+            "RecordingTargetMismatch" in step or "recorded from model 'rules'" in step
+            for step in mixed.failed_steps
+        ), mixed.failed_steps
+        assert len(load_cassette(cassette, unique=True)) == 4
+
+
+def test_a_smaller_token_budget_is_not_answered_from_the_cache(tmp_path: Path) -> None:
+    """Keys leave budgets out, so the extraction cache's fingerprint holds them: a reply cached
+    whole could be truncated under a smaller budget."""
+    with LoopbackLLMServer("openai", responder=openai_responder) as server:
+        backends = {"oracle": "oracle", "live": f"oai-http:url={server.base_url},model=rules"}
+        config = make_config(tmp_path, backends, modes=("strict",))
+        with DagsterInstance.ephemeral() as instance:
+            assert materialize_all(config, instance, quiet=True).success
+            smaller = config.model_copy(update={"max_tokens_entities": 40})
+            run = materialize_all(smaller, instance, build_definitions(smaller), quiet=True)
+            assert run.success and run.cache_hits == 0 and run.extraction_calls == 4
+        sent = {r.max_tokens for r in server.requests[8:] if "ENTITIES" in (r.system_prompt or "")}
+        assert 40 in sent
+
+
 def _duplicate_keyed(tmp_path: Path) -> Path:
     path = tmp_path / "dup.jsonl"
     first = RULES.read_text().splitlines()[0]

@@ -112,6 +112,12 @@ class EvalsConfig(BaseModel):
         return ONTOLOGY_MODES if self.ontology is not None else ("freeform",)
 
     @property
+    def budgets(self) -> tuple[int, int]:
+        """The token budgets of the entity and edge calls (part of the extraction cache's
+        fingerprint: a smaller budget can truncate an answer the cache holds whole)."""
+        return (self.max_tokens_entities, self.max_tokens_edges)
+
+    @property
     def claims_baseline_path(self) -> Path:
         return self.claims_baseline or self.golden_dir / "baseline.json"
 

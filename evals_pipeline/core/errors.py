@@ -117,6 +117,19 @@ class CassetteWriteError(CassetteError):
         super().__init__(f"could not append to {self.path}: {problem}")
 
 
+class RecordingTargetMismatch(CassetteError):
+    """The cassette a backend records into holds answers from another model: serving them as
+    this model's (or appending this model's beside them) would mix two models in one file."""
+
+    def __init__(self, path: Path | str, recorded: str, calling: str) -> None:
+        self.path = Path(path)
+        super().__init__(
+            f"{self.path} holds answers recorded from model {recorded!r}, and this backend calls "
+            f"{calling!r}: move that cassette aside (or record into another file) to record "
+            f"{calling!r}"
+        )
+
+
 class CassetteMiss(CassetteError):
     """A replayed call has no (remaining) recorded answer: the prompt, ontology or input changed.
 

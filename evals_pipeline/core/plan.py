@@ -56,8 +56,9 @@ class BackendPlan:
     record_to: str | None = None
     cache_path: str | None = None
     coverage: dict[str, int] = field(default_factory=dict)  # mode -> chunks the cassette answers
-    cache_hits: dict[str, int] = field(default_factory=dict)  # mode -> chunks already cached
-    planned_calls: dict[str, int] = field(default_factory=dict)  # mode -> outbound LLM calls
+    # mode -> chunks already cached (for a backend being recorded: already in its cassette)
+    cache_hits: dict[str, int] = field(default_factory=dict)
+    planned_calls: dict[str, int] = field(default_factory=dict)  # mode -> LLM requests, 2 a chunk
 
 
 @dataclass
@@ -104,7 +105,8 @@ class RunPlan:
                 detail += f"; covers {covered} chunks"
             lines.append(f"  {plan.name} = {plan.spec}: {detail}")
             if plan.action == "live":
-                lines.append(f"    planned extraction calls: {calls}; already cached: {cached}")
+                source = "recorded in its cassette" if plan.record_to else "cached"
+                lines.append(f"    planned LLM requests: {calls}; calls already {source}: {cached}")
             else:
                 lines.append("    no calls: answered locally, not cached")
         judge = self.judge
@@ -289,15 +291,17 @@ def plan_run(
             plan.cassette_path = str(spec.cassette_path)
             cassette, plan.cassette_records = _load_for_plan(name, spec.cassette_path, guards)
         # A local backend (cassette, oracle) is not cached (see cassettes/cache.py); a backend
-        # being recorded writes the cache but never reads it, so every call is made.
+        # being recorded is answered by its cassette where that holds the call, never by the
+        # cache, so the cassette gets every call once.
         cache = None
         if action == "live":
             cache_file = cache_path(
-                config.cache_dir, name, backend_fingerprint(spec, corpus_digest=corpus_digest)
+                config.cache_dir,
+                name,
+                backend_fingerprint(spec, corpus_digest=corpus_digest, budgets=config.budgets),
             )
             plan.cache_path = str(cache_file)
-            if record is None:
-                cache = _cache_for_plan(cache_file)
+            cache = _cache_for_plan(cache_file if record is None else record)
         for mode, mode_keys in keys.items():
             cached = sum(1 for k in mode_keys if k in cache) if cache is not None else 0
             plan.cache_hits[mode] = cached

@@ -101,8 +101,8 @@ def test_fresh_recording_guard(tmp_path: Path) -> None:
 def test_cached_calls_are_not_planned_unless_the_backend_is_being_recorded(
     tmp_path: Path,
 ) -> None:
-    """A live backend's cache answers what it holds; a recorded one never reads it. A local
-    backend has no cache at all."""
+    """A live backend's cache answers what it holds; a recorded one never reads it, but its
+    cassette answers what it already holds. A local backend has no cache at all."""
     backends = {"o": "oracle", "r": f"cassette:path={RULES}", "live": "oai-http:url=http://h"}
     first = plan(make_config(tmp_path, backends))
     cache = first.backends["live"].cache_path
@@ -115,6 +115,13 @@ def test_cached_calls_are_not_planned_unless_the_backend_is_being_recorded(
     recorded = plan(make_config(tmp_path, backends, record_cassette={"live": tmp_path / "x.jsonl"}))
     assert recorded.backends["live"].planned_calls == {"freeform": 8, "open": 8, "strict": 8}
     assert recorded.backends["live"].cache_path == cache  # written, never read
+    assert "calls already recorded in its cassette: freeform: 0" in recorded.render()
+    target = tmp_path / "y.jsonl"
+    lines = RULES.read_text().splitlines(keepends=True)
+    target.write_text("".join(line for line in lines if '"ontology_mode":"freeform"' in line))
+    resumed = plan(make_config(tmp_path, backends, record_cassette={"live": target}))
+    assert resumed.backends["live"].cache_hits == {"freeform": 4, "open": 0, "strict": 0}
+    assert resumed.backends["live"].planned_calls == {"freeform": 0, "open": 8, "strict": 8}
 
 
 def test_a_chunk_beyond_a_models_context_is_a_note_for_a_live_run(tmp_path: Path) -> None:

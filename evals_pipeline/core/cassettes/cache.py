@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..digests import file_sha256
-from ..errors import CassetteMiss, ExtractionFailed
+from ..errors import CassetteMiss, ExtractionFailed, RecordingTargetMismatch
 from ..extractors.base import Extractor, classify_entities_items, classify_relations_items
 from ..extractors.specs import BackendSpec
 from ..models import CallStats, ClassifyOutcome, Edge, Entity, Episode, ExtractionOutcome
@@ -31,9 +31,13 @@ T = TypeVar("T")
 Answer = TypeVar("Answer", ExtractionOutcome, ClassifyOutcome)
 
 
-def backend_fingerprint(spec: BackendSpec, *, corpus_digest: str) -> str:
-    """What, besides the prompt (already in every key), decides a backend's answers."""
-    material = [spec.kind, spec.raw]
+def backend_fingerprint(
+    spec: BackendSpec, *, corpus_digest: str, budgets: Sequence[int] = ()
+) -> str:
+    """What, besides the prompt (already in every key), decides a backend's answers: its spec,
+    a replayed cassette's bytes, the oracle's corpus, and the token budgets of its calls (a
+    smaller budget can truncate a reply the cache holds whole; keys leave budgets out)."""
+    material = [spec.kind, spec.raw, *(str(b) for b in budgets)]
     if spec.cassette_path is not None and spec.cassette_path.exists():
         material.append(file_sha256(spec.cassette_path))
     if spec.kind == "oracle":
@@ -50,17 +54,29 @@ class CachingExtractor(Extractor):
 
     `calls` counts the calls that reached the backend (an extract call is one per chunk) and
     `requests` the LLM requests they sent (one or more a call: entities, then edges,
-    retries; failed calls included), `hits` the calls the cache answered. With
-    `read=False` the cache is written but never served from (a backend being recorded). With
-    `fifo=True` each cached answer is served once, in recorded order, so a call repeated on
-    purpose (the bench's recast cases) reaches the backend afresh the first time and replays
-    its own answer on later runs. A local `inner` is passed through uncached; its answers are
-    counted in `replayed` (no call reached a provider), and the calls its cassette did not
-    hold in `misses` (each then fails as a CassetteMiss).
+    retries; failed calls included), `hits` the calls the cache answered.
+
+    A backend being recorded (`recording_to`, the cassette its `inner` recorder appends to) is
+    served from that cassette instead: a call it already holds is answered from it, neither
+    made again nor appended twice (a re-run of a recorded report makes no call, and a re-run
+    after failed chunks makes only theirs); the extraction cache is written, never read, so
+    the cassette gets every call. An answer there from another provider or model than
+    `inner`'s is a RecordingTargetMismatch: re-recording a model into its old cassette would
+    mix two models' answers. With `fifo=True` each cached answer is served once, in recorded
+    order, so a call repeated on purpose (the bench's recast cases) reaches the backend
+    afresh the first time and replays its own answer on later runs. A local `inner` is
+    passed through uncached; its answers are counted in `replayed` (no call reached a
+    provider), and the calls its cassette did not hold in `misses` (each then fails as a
+    CassetteMiss).
     """
 
     def __init__(
-        self, inner: Extractor, path: Path | None, *, read: bool = True, fifo: bool = False
+        self,
+        inner: Extractor,
+        path: Path | None,
+        *,
+        recording_to: Path | None = None,
+        fifo: bool = False,
     ) -> None:
         self.inner = inner
         self.provider = inner.provider
@@ -72,7 +88,8 @@ class CachingExtractor(Extractor):
         if not inner.local:
             if path is None:
                 raise ValueError(f"{inner.provider} makes calls: its cache needs a path")
-            cassette = load_cassette(path if read else [], consume=fifo, missing_ok=True)
+            served = path if recording_to is None else recording_to
+            cassette = load_cassette(served, consume=fifo, missing_ok=True)
             recorder = RecordingExtractor(inner, path, write_sidecar=False)
             self._cache = (ReplayingExtractor(cassette), recorder)
         self.calls = 0
@@ -109,8 +126,16 @@ class CachingExtractor(Extractor):
         cached, recorder = self._cache
         if extract_key(episode, options) in cached.cassette:
             self.hits += 1
-            return await cached.extract(episode, options)
+            return self._same_model(await cached.extract(episode, options))
         return await self._reached(recorder.extract(episode, options))
+
+    def _same_model(self, answer: Answer) -> Answer:
+        """An answer served from the cassette being recorded is the model's own."""
+        if self._cache is not None and answer.model != self.model:
+            raise RecordingTargetMismatch(
+                self._cache[0].cassette.paths[0], answer.model, self.model
+            )
+        return answer
 
     async def classify_entities(
         self, entities: Sequence[Entity], types: Sequence[str]
@@ -123,7 +148,7 @@ class CachingExtractor(Extractor):
             in cached.cassette
         ):
             self.hits += 1
-            return await cached.classify_entities(entities, types)
+            return self._same_model(await cached.classify_entities(entities, types))
         return await self._reached(recorder.classify_entities(entities, types))
 
     async def classify_relations(
@@ -137,7 +162,7 @@ class CachingExtractor(Extractor):
             in cached.cassette
         ):
             self.hits += 1
-            return await cached.classify_relations(edges, types)
+            return self._same_model(await cached.classify_relations(edges, types))
         return await self._reached(recorder.classify_relations(edges, types))
 
     async def aclose(self) -> None:

@@ -41,7 +41,9 @@ def _free_extractor(config: EvalsConfig, name: str, expected: Mapping[str, Extra
     if spec.kind == "cassette" and spec.cassette_path is not None:
         return ReplayingExtractor(load_cassette(spec.cassette_path, consume=False))
     path = cache_path(
-        config.cache_dir, name, backend_fingerprint(spec, corpus_digest=corpus_digest)
+        config.cache_dir,
+        name,
+        backend_fingerprint(spec, corpus_digest=corpus_digest, budgets=config.budgets),
     )
     return ReplayingExtractor(load_cassette(path, consume=False, missing_ok=True))
 
