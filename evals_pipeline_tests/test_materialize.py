@@ -270,6 +270,14 @@ def test_cassette_coverage_shortfall_is_a_note_and_an_error_rate(tmp_path: Path)
         line for line in RULES.read_text().splitlines() if '"ontology_mode":"strict"' in line
     ]
     partial.write_text("\n".join(strict_lines[:2]) + "\n")
+    scope = [json.loads(line)["name"] for line in CORPUS.read_text().splitlines()[:4]]
+    kept = {json.loads(line)["request"]["episode_name"] for line in strict_lines[:2]}
+    # One missing chunk's call failed when the cassette was recorded: its sidecar says so.
+    failed = sorted(set(scope) - kept)[0]
+    Path(f"{partial}.failures.jsonl").write_text(
+        json.dumps({"chunk_key": failed, "call_type": "entities", "classification": "http_error"})
+        + "\n"
+    )
     config = make_config(
         tmp_path, {"oracle": "oracle", "part": f"cassette:path={partial}"}, modes=("strict",)
     )
@@ -281,8 +289,6 @@ def test_cassette_coverage_shortfall_is_a_note_and_an_error_rate(tmp_path: Path)
     assert outcome.success and not outcome.failed_checks  # a shortfall is not an abort
     report = json.loads((tmp_path / "reports" / "strict" / "report.json").read_text())
     part = report["backends"]["part"]
-    scope = [json.loads(line)["name"] for line in CORPUS.read_text().splitlines()[:4]]
-    kept = {json.loads(line)["request"]["episode_name"] for line in strict_lines[:2]}
     covered = len(kept & set(scope))
     missed = 4 - covered
     assert missed > 0
@@ -298,6 +304,9 @@ def test_cassette_coverage_shortfall_is_a_note_and_an_error_rate(tmp_path: Path)
     [warning] = [w for w in outcome.warnings if COVERAGE_CHECK in w]  # (and the claims gate's)
     assert f"extractions[part|strict] {COVERAGE_CHECK}: {missed} of 4 chunks" in warning
     assert "re-record" in warning.lower()
+    assert f"1 of them failed when it was recorded (the calls are in {partial}.failures" in warning
+    if missed > 1:
+        assert f"{missed - 1} of them were asked under other prompts" in warning
     [execution] = check.values()
     assert execution.evaluation is not None and not execution.evaluation.passed
     assert execution.evaluation.severity == AssetCheckSeverity.WARN

@@ -24,6 +24,7 @@ from dagster import (
 )
 
 from ..core.cassettes.keys import extract_key
+from ..core.cassettes.sidecar import miss_explanation
 from ..core.config import EvalsConfig
 from ..core.plan import backend_guards
 from ..core.reports.report import backend_summary, float_metrics
@@ -52,9 +53,9 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                 asset="extractions",
                 description=(
                     "Every chunk was in the replayed cassette. A miss means the prompt, ontology "
-                    "or corpus changed since recording: the chunk counts as an error (WARN, not "
-                    "blocking: a shortfall is an honest error rate), and the cassette needs "
-                    "re-recording."
+                    "or corpus changed since recording, or the chunk's call failed then (its "
+                    "sidecar says which): the chunk counts as an error (WARN, not blocking: a "
+                    "shortfall is an honest error rate), and the cassette needs re-recording."
                 ),
             )
         ],
@@ -105,11 +106,12 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             passed=extractor.misses == 0,
             severity=AssetCheckSeverity.WARN,
             description=(
-                f"{extractor.misses} of {len(table)} chunks are not in "
-                f"{spec.cassette_path or 'the cassette'} under {mode} prompts: the prompt, "
-                "ontology or corpus changed since it was recorded, and they count as errors. "
-                "Re-record it against a live backend (--record-cassette / record_cassette; the "
-                "shipped ones: scripts/record_shipped_cassettes.py)"
+                miss_explanation(
+                    set(table.loc[table["error_type"] == "CassetteMiss", "chunk"]),
+                    len(table),
+                    spec.cassette_path,
+                    mode,
+                )
                 if extractor.misses
                 else "no cassette miss"
             ),

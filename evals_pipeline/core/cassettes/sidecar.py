@@ -7,6 +7,7 @@ Created eagerly (empty) whenever a cassette is recorded, never in replay. Capped
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -22,6 +23,56 @@ def sidecar_path(cassette_path: Path | str) -> Path:
 
 def rotated_path(cassette_path: Path | str, number: int) -> Path:
     return Path(f"{cassette_path}.failures.{number}.jsonl")
+
+
+def failed_chunks(cassette_path: Path | str) -> frozenset[str]:
+    """The chunks whose calls failed while `cassette_path` was recorded (its sidecar and the
+    rotated ones): a replay misses them because there was never an answer, not because a
+    prompt changed. Read to explain misses, so a line that is not a record is passed over."""
+    paths = [sidecar_path(cassette_path)]
+    number = 1
+    while (rotated := rotated_path(cassette_path, number)).exists():
+        paths.append(rotated)
+        number += 1
+    chunks: set[str] = set()
+    for path in paths:
+        try:
+            lines = path.read_bytes().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and isinstance(record.get("chunk_key"), str):
+                chunks.add(record["chunk_key"])
+    return frozenset(chunks)
+
+
+def miss_explanation(missed: set[str], chunks: int, cassette: Path | None, mode: str) -> str:
+    """Why chunks are not in a replayed cassette: a call that failed while it was recorded (its
+    sidecar names the chunk) never had an answer; any other miss was asked under other prompts
+    (a changed prompt, ontology or corpus, or a mode never recorded)."""
+    where = str(cassette) if cassette is not None else "the cassette"
+    failed = missed & failed_chunks(cassette) if cassette is not None else set()
+    parts = [f"{len(missed)} of {chunks} chunks are not in {where} under {mode} prompts"]
+    if failed:
+        parts.append(
+            f"{len(failed)} of them failed when it was recorded (the calls are in "
+            f"{sidecar_path(where)}): a re-record with the backend up adds them"
+        )
+    if len(missed) > len(failed):
+        parts.append(
+            f"{len(missed) - len(failed)} {'of them ' if failed else ''}were asked under other "
+            "prompts: the prompt, ontology or corpus changed since it was recorded, or this "
+            "mode was never recorded"
+        )
+    return (
+        "; ".join(parts) + ". They count as errors. Re-record it against a live backend "
+        "(--record-cassette / record_cassette; the shipped ones: "
+        "scripts/record_shipped_cassettes.py)"
+    )
 
 
 class FailureSidecar(JsonlAppender):

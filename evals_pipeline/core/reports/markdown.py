@@ -133,9 +133,10 @@ def _reliability_section(backends: Mapping[str, Any]) -> list[str]:
             if s["errors_by_type"].get("CassetteMiss"):
                 extra.append(
                     "  - a `CassetteMiss` is a chunk its cassette does not hold under these "
-                    "prompts: the prompt, ontology or corpus changed since recording. Its F1 "
-                    "here measures a stale cassette, not the model: re-record the cassette "
-                    "against a live backend."
+                    "prompts: the prompt, ontology or corpus changed since recording, this mode "
+                    "was never recorded, or the call failed while recording (the cassette's "
+                    "`.failures.jsonl` lists those chunks). Its F1 here measures the cassette, "
+                    "not the model: re-record the cassette against a live backend."
                 )
         trunc = s["truncated"]
         if trunc["retry_succeeded"] or trunc["exhausted"]:
