@@ -144,6 +144,11 @@ def _with_judge_flags(config: EvalsConfig, args: argparse.Namespace) -> EvalsCon
 
 def _config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> EvalsConfig:
     if args.backend:
+        if args.config is not None:
+            parser.error(
+                "--config with --backend: a run built with --backend reads no project file; "
+                "name the backends in the file instead (or drop --config)"
+            )
         if args.ontology_mode and not args.ontology:
             parser.error("--ontology-mode needs --ontology (there is nothing to apply it to)")
         return _config_from_flags(args, parser)
@@ -219,12 +224,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.dry_run:
             print(dry_run(config))
             return 0
-        from .materialize import materialize_all, print_problems
+        from .materialize import materialize_all, print_problems, print_summary
 
         outcome = materialize_all(config, quiet=not args.verbose)
     except EvalsError as exc:
         print(f"evals-pipeline: error: {exc}", file=sys.stderr)
         return USAGE_ERROR
+    print_summary(outcome)
     print_problems(outcome, verbose=args.verbose)
     if not outcome.success or outcome.report_path is None:
         print("run failed; downstream assets were not materialised", file=sys.stderr)

@@ -54,6 +54,7 @@ class MaterializeResult:
     judge_calls: int = 0
     judge_cache_hits: int = 0
     cassette_misses: int = 0
+    failed_chunks: int = 0  # chunk extractions that failed (misses included), over every mode
     failed_checks: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # failed WARN checks: the run goes on
     failed_steps: list[str] = field(default_factory=list)
@@ -106,6 +107,7 @@ def _run(
             outcome.cache_hits += int(meta["cache_hits"].value)  # type: ignore[arg-type]
             outcome.replayed += int(meta["replayed"].value)  # type: ignore[arg-type]
             outcome.cassette_misses += int(meta["cassette_misses"].value)  # type: ignore[arg-type]
+            outcome.failed_chunks += int(meta["errors"].value)  # type: ignore[arg-type]
         if "bench_report_md" in meta:
             outcome.bench_reports.append(Path(str(meta["bench_report_md"].value)))
         if "bench_calls" in meta:
@@ -242,6 +244,23 @@ def materialize_bench(
     return True
 
 
+def print_summary(outcome: MaterializeResult) -> None:
+    """What the run cost and where its answers came from, one line on stderr (every driver)."""
+    failed = f"; {outcome.failed_chunks} chunk extractions failed" if outcome.failed_chunks else ""
+    print(
+        f"{outcome.runs} runs; {outcome.extraction_calls} extraction calls "
+        f"({outcome.llm_requests} LLM requests), "
+        f"{outcome.cache_hits} answered from the extraction cache (or a recorded backend's "
+        f"cassette), {outcome.replayed} replayed "
+        f"from cassettes or the oracle ({outcome.cassette_misses} cassette misses){failed}; "
+        f"{outcome.judge_calls} judge "
+        f"calls, {outcome.judge_cache_hits} answered from the judge cache; "
+        f"{outcome.bench_calls} bench calls ({outcome.bench_replayed} replayed, "
+        f"{outcome.bench_misses} cassette misses)",
+        file=sys.stderr,
+    )
+
+
 def print_problems(outcome: MaterializeResult, *, verbose: bool) -> None:
     """What went wrong or needs a look, a line each on stderr: failed WARN checks, failed
     blocking checks, failed steps with their errors (every driver prints the same)."""
@@ -269,17 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EvalsError as exc:  # a bad config or input file: one line naming it, no traceback
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2
-    print(
-        f"{outcome.runs} runs; {outcome.extraction_calls} extraction calls "
-        f"({outcome.llm_requests} LLM requests), "
-        f"{outcome.cache_hits} answered from the extraction cache, {outcome.replayed} replayed "
-        f"from cassettes or the oracle ({outcome.cassette_misses} cassette misses); "
-        f"{outcome.judge_calls} judge "
-        f"calls, {outcome.judge_cache_hits} answered from the judge cache; "
-        f"{outcome.bench_calls} bench calls ({outcome.bench_replayed} replayed, "
-        f"{outcome.bench_misses} cassette misses)",
-        file=sys.stderr,
-    )
+    print_summary(outcome)
     print_problems(outcome, verbose=args.verbose)
     if not outcome.success or outcome.report_path is None:
         print("materialisation failed; downstream assets were not materialised", file=sys.stderr)

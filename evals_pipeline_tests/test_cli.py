@@ -255,3 +255,19 @@ def test_a_stale_cassette_is_warned_about_with_the_next_step(
     err = capsys.readouterr().err
     assert "WARNING extractions[s|strict] cassette_coverage: 2 of 2 chunks are not in" in err
     assert "re-record" in err.lower()
+    # The run's summary line says what it cost and how many chunks failed.
+    assert "0 extraction calls (0 LLM requests)" in err
+    assert "2 cassette misses); 2 chunk extractions failed;" in err
+
+
+def test_config_with_backend_flags_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run built with --backend reads no project file: one given too was silently ignored."""
+    args = ["--config", str(tmp_path / "evals.yaml"), "--backend", "o=oracle", "--dry-run"]
+    with pytest.raises(SystemExit) as exit_:
+        main(args)
+    assert exit_.value.code == 2
+    assert "--config with --backend: a run built with --backend reads no project file" in (
+        capsys.readouterr().err
+    )
