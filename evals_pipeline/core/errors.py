@@ -157,6 +157,7 @@ class TransportError(EvalsError):
     def __init__(self, message: str, *, status: int | None = None, body: str = "") -> None:
         self.status = status
         self.body = body
+        self.requests = 1  # HTTP requests sent before giving up (retries included)
         super().__init__(message)
 
 
@@ -165,6 +166,7 @@ class MalformedReply(EvalsError):
 
     def __init__(self, message: str, *, body: str = "") -> None:
         self.body = body
+        self.requests = 1  # HTTP requests sent before giving up (retries included)
         super().__init__(message)
 
 

@@ -96,6 +96,9 @@ class Attempt(_Frozen):
     output_tokens: int = 0
     max_tokens: int
     latency_ms: float = 0.0
+    # HTTP requests this reply took: 1, plus one for each retried 429/5xx, timeout or reset
+    # before it (recorded, so a replay counts what the live call sent).
+    http_requests: int = Field(default=1, ge=1)
 
 
 class StageTranscript(_Frozen):

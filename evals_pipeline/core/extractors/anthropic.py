@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, MalformedReply, TransportError
 from ..models import Attempt, ChatRequest
-from .base import LoopBound, Reply
+from .base import LoopBound, Reply, counted
 from .redaction import redacted
-from .retries import Retryable, retry_after_seconds, retryable_status, with_retries
+from .retries import Retryable, Tries, retry_after_seconds, retryable_status, with_retries
 
 if TYPE_CHECKING:
     import anthropic
@@ -49,8 +49,10 @@ async def messages_call(
     backoff_s: float = 0.5,
     max_backoff_s: float = 8.0,
     max_retry_after_s: float = 60.0,
+    tries: Tries | None = None,
 ) -> tuple[Attempt, str]:
     """One Messages call with bounded retries: the reply as an Attempt, and its raw body.
+    `tries` counts the requests sent.
 
     Every failure is typed: TransportError (HTTP status, connection, timeout, after the
     retries) or MalformedReply (a 200 whose body is not a Message). `timeout_s` bounds each
@@ -96,6 +98,7 @@ async def messages_call(
         backoff_s=backoff_s,
         max_backoff_s=max_backoff_s,
         max_retry_after_s=max_retry_after_s,
+        tries=tries,
     )
 
 
@@ -159,7 +162,16 @@ class AnthropicTransport:
         self._clients = LoopBound(lambda: new_client(self._key, self._base_url, self._timeout_s))
 
     async def complete(self, request: ChatRequest) -> Reply:
-        attempt, body = await messages_call(
+        tries = Tries()
+        try:
+            attempt, body = await self._call(request, tries)
+        except (TransportError, MalformedReply) as exc:
+            exc.requests = tries.count
+            raise
+        return Reply(attempt=counted(attempt, tries.count), raw_body=body)
+
+    async def _call(self, request: ChatRequest, tries: Tries) -> tuple[Attempt, str]:
+        return await messages_call(
             self._clients.get(),
             label="anthropic",
             model=self.model,
@@ -171,8 +183,8 @@ class AnthropicTransport:
             backoff_s=self._backoff_s,
             max_backoff_s=self._max_backoff_s,
             max_retry_after_s=self._max_retry_after_s,
+            tries=tries,
         )
-        return Reply(attempt=attempt, raw_body=body)
 
     async def aclose(self) -> None:
         await self._clients.aclose(lambda client: client.close())

@@ -84,6 +84,11 @@ class Reply:
     raw_body: str
 
 
+def counted(attempt: Attempt, requests: int) -> Attempt:
+    """`attempt` as it took `requests` HTTP requests (retries before it included)."""
+    return attempt if requests == 1 else attempt.model_copy(update={"http_requests": requests})
+
+
 class ChatTransport(Protocol):
     """Sends one rendered request to a provider. Raises TransportError or MalformedReply."""
 
@@ -152,7 +157,7 @@ class _Tally:
     exhausted: int = 0
 
     def count_attempt(self, attempt: Attempt) -> None:
-        self.requests += 1
+        self.requests += attempt.http_requests
         self.input_tokens += attempt.input_tokens
         self.output_tokens += attempt.output_tokens
         self.latency_ms += attempt.latency_ms
@@ -228,10 +233,12 @@ async def _run_stage(
             try:
                 reply = await transport.complete(request)
             except TransportError as exc:
+                stats.requests += exc.requests
                 raise _StageFailure(
                     _failure(transport, request, chunk_key, "http_error", exc.body or str(exc))
                 ) from exc
             except MalformedReply as exc:
+                stats.requests += exc.requests
                 raise _StageFailure(
                     _failure(transport, request, chunk_key, "malformed", exc.body)
                 ) from exc

@@ -19,9 +19,9 @@ from httpx_aiohttp import AiohttpTransport
 
 from ..errors import MalformedReply, TransportError
 from ..models import Attempt, ChatRequest
-from .base import LoopBound, Reply
+from .base import LoopBound, Reply, counted
 from .redaction import redacted
-from .retries import Retryable, retry_after_seconds, retryable_status, with_retries
+from .retries import Retryable, Tries, retry_after_seconds, retryable_status, with_retries
 
 API_KEY_ENV = "EVALS_OAI_API_KEY"
 
@@ -149,13 +149,20 @@ class OpenAICompatTransport:
         )
 
     async def complete(self, request: ChatRequest) -> Reply:
-        return await with_retries(
-            lambda: self._send_once(request),
-            max_retries=self._max_retries,
-            backoff_s=self._backoff_s,
-            max_backoff_s=self._max_backoff_s,
-            max_retry_after_s=self._max_retry_after_s,
-        )
+        tries = Tries()
+        try:
+            reply = await with_retries(
+                lambda: self._send_once(request),
+                max_retries=self._max_retries,
+                backoff_s=self._backoff_s,
+                max_backoff_s=self._max_backoff_s,
+                max_retry_after_s=self._max_retry_after_s,
+                tries=tries,
+            )
+        except (TransportError, MalformedReply) as exc:
+            exc.requests = tries.count
+            raise
+        return Reply(attempt=counted(reply.attempt, tries.count), raw_body=reply.raw_body)
 
     async def _send_once(self, request: ChatRequest) -> Reply:
         payload = {

@@ -14,6 +14,7 @@ import math
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
@@ -28,6 +29,13 @@ RETRYABLE_STATUS = frozenset({408, 409, 429})  # and every status from 500 up
 
 def retryable_status(status: int) -> bool:
     return status in RETRYABLE_STATUS or status >= 500
+
+
+@dataclass
+class Tries:
+    """How many times `with_retries` tried: the HTTP requests a call sent, failed ones too."""
+
+    count: int = 0
 
 
 class Retryable(Exception):
@@ -71,9 +79,10 @@ async def with_retries(
     backoff_s: float,
     max_backoff_s: float,
     max_retry_after_s: float = 60.0,
+    tries: Tries | None = None,
 ) -> T:
     """`attempt()` until it returns, raises something other than Retryable, or has been tried
-    `max_retries + 1` times; then the last Retryable's error is raised."""
+    `max_retries + 1` times; then the last Retryable's error is raised. `tries` counts them."""
 
     def wait(retry_state: Any) -> float:
         exc = retry_state.outcome.exception() if retry_state.outcome else None
@@ -91,6 +100,8 @@ async def with_retries(
     try:
         async for trial in retrying:
             with trial:
+                if tries is not None:
+                    tries.count += 1
                 return await attempt()
     except Retryable as exc:
         # Not chained: a cause's repr (a connection key, a request) can show credentials.

@@ -100,6 +100,30 @@ def test_replay_reproduces_recording_with_zero_connections(
     assert list(tmp_path.glob("*.failures*")) == [sidecar_path(cassette)]
 
 
+def test_replay_counts_the_requests_a_retried_call_sent(
+    tmp_path: Path, episodes: list[Episode]
+) -> None:
+    """A 429 before the entity reply is a request the server saw: recorded with the reply, so a
+    replay reports what the live call sent."""
+    cassette = tmp_path / "run.jsonl"
+    options = ExtractOptions.for_mode("freeform", None)
+    first = [True]
+
+    def responder(request):  # type: ignore[no-untyped-def]
+        if first[0]:
+            first[0] = False
+            return openai_error(429, headers={"retry-after": "0"})
+        return rules.openai_responder(request)
+
+    with LoopbackLLMServer("openai", responder=responder) as server:
+        recorded = _run(RecordingExtractor(_oai(server), cassette), episodes[:1], options)
+        sent = len(server.requests)
+    assert sent == 3 and recorded[0].outcome is not None
+    assert recorded[0].outcome.stats.requests == 3
+    replayed = _run(ReplayingExtractor.from_path(cassette), episodes[:1], options)
+    assert replayed[0].outcome == recorded[0].outcome
+
+
 def test_record_and_replay_together_is_a_startup_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="mutually exclusive"):
         extractor_from_environment(

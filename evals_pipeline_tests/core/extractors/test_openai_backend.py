@@ -34,7 +34,7 @@ from evals_pipeline.core.errors import ExtractionFailed
 from evals_pipeline.core.extractors.base import Extractor, TransportExtractor
 from evals_pipeline.core.extractors.openai_compat import OpenAICompatTransport, _transport_failure
 from evals_pipeline.core.extractors.specs import build_extractor, parse_backend_spec
-from evals_pipeline.core.models import Episode, ExtractionOutcome, FailureRecord
+from evals_pipeline.core.models import CallStats, Episode, ExtractionOutcome, FailureRecord
 from evals_pipeline.core.ontology import EntityType, Ontology, RelationType
 from evals_pipeline.core.options import ExtractOptions
 from evals_pipeline.core.runner import extract_all, run_sync
@@ -332,7 +332,8 @@ def test_retryable_status_then_success(server: LoopbackLLMServer, status: int) -
     assert [e.name for e in outcome.result.entities] == ["Alice", "Acme"]
     assert len(server.requests) == 3  # the server saw the extra request
     assert server.requests[0].messages == server.requests[1].messages
-    assert outcome.stats.requests == 2
+    assert outcome.stats.requests == 3  # what the server saw: the retried request counts
+    assert [a.http_requests for t in outcome.transcript for a in t.attempts] == [2, 1]
 
 
 def test_retry_after_is_honoured_over_backoff(server: LoopbackLLMServer) -> None:
@@ -363,10 +364,13 @@ def test_persistent_server_error_is_http_error(
     max_retries = 2
     prefix = [_completion(ENTITIES)] if stage == "edges" else []
     server.enqueue(*prefix, *[error] * (max_retries + 2))
-    failure = _failure(_extractor(server, max_retries=max_retries)).failure
+    failed = _failure(_extractor(server, max_retries=max_retries))
+    failure = failed.failure
     assert isinstance(failure, FailureRecord)
     assert failure.classification == "http_error"
     assert failure.call_type == stage
+    assert isinstance(failed.stats, CallStats)
+    assert failed.stats.requests == len(server.requests)  # the failed ones count too
     assert failure.raw_body == error.body.decode()
     assert "error" in json.loads(failure.raw_body)
     assert failure.finish_reason is None
@@ -413,7 +417,7 @@ def test_broken_connection_is_retried_then_succeeds(server: LoopbackLLMServer, f
     assert len(outcome.result.edges) == 1
     assert len(server.requests) == 3
     assert server.connections >= 2  # the broken connection was replaced
-    assert outcome.stats.requests == 2
+    assert outcome.stats.requests == 3
     assert outcome.stats.structured_output.clean == 2
 
 
@@ -715,8 +719,7 @@ def test_a_retry_after_that_is_no_time_waits_the_backoff(
         openai_error(429, headers={header: value}), _completion(ENTITIES), _completion(EDGES)
     )
     outcome = _run_bounded(_extractor(server, backoff_s=0.01, max_backoff_s=0.05))
-    assert outcome.stats.requests == 2
-    assert len(server.requests) == 3
+    assert outcome.stats.requests == len(server.requests) == 3
 
 
 def test_a_proxy_password_never_reaches_an_error_or_the_sidecar(
