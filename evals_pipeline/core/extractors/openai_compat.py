@@ -7,6 +7,7 @@ backend, so a new local model needs a spec string, not code.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import ssl
@@ -41,6 +42,11 @@ def _environment_proxy(url: httpx.URL) -> httpx.Proxy | None:
     if not proxy or urllib.request.proxy_bypass(host):
         return None
     return httpx.Proxy(proxy)
+
+
+def _basic_token(username: str, password: str) -> str:
+    """The credentials of a Basic Authorization header, as httpx encodes them."""
+    return base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
 
 
 def _transport_failure(
@@ -115,9 +121,16 @@ class OpenAICompatTransport:
         self._headers = {"authorization": f"Bearer {key}"} if key else {}
         self._ssl: ssl.SSLContext | None = None
         self._proxy = None if uds_path else _environment_proxy(self._url)
-        # What no error message may show: the key, the URL's password, the proxy's credentials.
+        # What no error message may show: the key, the URL's password and query values, the
+        # proxy's credentials, and the Basic auth headers made of them (a server or proxy that
+        # echoes its request headers shows them base64-encoded).
         proxy_auth = (self._proxy.raw_auth if self._proxy else None) or ()
-        secrets = (key, parsed.password, *(part.decode("latin-1") for part in proxy_auth))
+        secrets = [key, parsed.password, *(part.decode("latin-1") for part in proxy_auth)]
+        secrets += [value for _name, value in parsed.params.multi_items()]
+        if parsed.userinfo:
+            secrets.append(_basic_token(parsed.username, parsed.password))
+        if proxy_auth:
+            secrets.append(base64.b64encode(b":".join(proxy_auth)).decode("ascii"))
         self._secrets = tuple(secret for secret in secrets if secret)
         self._clients = LoopBound(self._new_client)
 

@@ -851,3 +851,27 @@ def test_an_error_body_that_echoes_the_key_is_redacted(server: LoopbackLLMServer
     failure = _failure(_extractor(server, max_retries=0)).failure
     assert isinstance(failure, FailureRecord)
     assert TEST_OAI_KEY not in failure.raw_body and "Bearer ***" in failure.raw_body
+
+
+def test_an_error_body_that_echoes_the_request_keeps_no_url_credential(
+    server: LoopbackLLMServer,
+) -> None:
+    """A server that echoes its request (headers and path) shows the URL's password inside the
+    Basic auth header, base64-encoded, and its query token outside any URL: neither reaches the
+    sidecar."""
+    url = server.base_url.replace("://", "://user:pw-SECRETURL@", 1) + "?token=QSECRET-123"
+    basic = base64.b64encode(b"user:pw-SECRETURL").decode()
+
+    def echo(request):  # type: ignore[no-untyped-def]
+        said = f"auth was {request.headers.get('authorization')} on {request.path}"
+        return Reply(status=500, raw=json.dumps({"error": said}).encode())
+
+    server.responder = echo
+    uds = str(server.uds_path) if server.uds_path is not None else None
+    transport = OpenAICompatTransport(url=url, uds_path=uds, max_retries=0)
+    failure = _failure(TransportExtractor(transport)).failure
+    assert isinstance(failure, FailureRecord)
+    assert server.requests[0].headers["authorization"] == f"Basic {basic}"  # what was sent
+    for secret in (basic, "pw-SECRETURL", "QSECRET-123"):
+        assert secret not in failure.raw_body, secret
+    assert "auth was Basic ***" in failure.raw_body
