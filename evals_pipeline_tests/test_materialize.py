@@ -173,6 +173,28 @@ def test_a_smaller_token_budget_is_not_answered_from_the_cache(tmp_path: Path) -
         assert 40 in sent
 
 
+def test_the_plans_notes_reach_the_report(tmp_path: Path) -> None:
+    """The large-chunk note names no mode (the plan is per mode already): it had been dropped."""
+    from evals_pipeline.core.plan import LARGE_CHUNK_CHARS
+
+    corpus = tmp_path / "chunks.jsonl"
+    first = json.loads(CORPUS.read_text().splitlines()[0])
+    big = {**first, "name": "big", "body": first["body"] + " x" * (LARGE_CHUNK_CHARS // 2)}
+    corpus.write_text(json.dumps(first) + "\n" + json.dumps(big) + "\n")
+    with LoopbackLLMServer("openai", responder=openai_responder) as server:
+        config = make_config(
+            tmp_path,
+            {"oracle": "oracle", "live": f"oai-http:url={server.base_url},model=rules"},
+            corpus=corpus,
+            ontology=None,
+            modes=("freeform",),
+        )
+        with DagsterInstance.ephemeral() as instance:
+            assert materialize_all(config, instance, quiet=True).success
+    report = json.loads((tmp_path / "reports" / "freeform" / "report.json").read_text())
+    assert any("big (" in note and "chunk(s) hold over" in note for note in report["notes"])
+
+
 def _duplicate_keyed(tmp_path: Path) -> Path:
     path = tmp_path / "dup.jsonl"
     first = RULES.read_text().splitlines()[0]

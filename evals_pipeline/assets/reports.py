@@ -178,7 +178,7 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         pairwise = pairwise_tallies if judge["mode"] in ("pairwise", "both") else None
         if pairwise is not None and pairwise.get("status") == "ran":
             verdict_models.add(str(pairwise.get("model", UNRECORDED_MODEL)))
-        notes = [n for n in run_plan["notes"] if f"({mode})" in n]
+        notes = list(run_plan["notes"])  # run_plan[mode] plans this mode only
         if others := sorted(verdict_models - {judge.get("model")}):
             judge["verdict_models"] = sorted(verdict_models)
             notes.append(stale_judge_note(others, str(judge.get("model"))))
