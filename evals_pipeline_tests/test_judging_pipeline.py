@@ -60,7 +60,7 @@ def test_both_modes_then_a_rerun_makes_zero_judge_calls(tmp_path: Path, judge_se
     # The re-run's plan (this mode only) found every judge call in the cache before making one.
     made = first.judge_calls + first.judge_cache_hits
     # The rest of the planned calls (2 x 3 x 4 reference, 3 x 2 x 3 x 4 pairwise, one mode) are
-    # for axes where neither side has an item: no call (none in this corpus).
+    # for axes where a side has no item: nothing can match, so no call.
     no_call = 2 * 3 * 4 + 3 * 2 * 3 * 4 - made
     assert built["judge"]["cache"] == {
         "cached": made,

@@ -123,7 +123,7 @@ class RunPlan:
                     f"  judge cache already covers {cache['cached']}; "
                     f"{cache['uncached']} to make; {cache['unknown']} unknown until their "
                     f"extractions exist; {cache['no_call']} need no call (a failed extraction "
-                    "or nothing to judge)"
+                    "or an axis with no item on one side)"
                 )
         if self.guards:
             lines.append("guards that would abort a real run:")

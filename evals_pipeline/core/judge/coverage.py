@@ -4,8 +4,8 @@ Judge prompts embed the extractions, so they can be rendered ahead of a run only
 extractions can be had for free: cassette replays, the oracle, and the extraction cache. Prompts
 over a live backend's not-yet-made calls are counted as unknown. A chunk a cassette or the oracle
 cannot answer fails in the run too, and judging makes no call for a failed extraction (nor for
-an axis where neither side has an item): those count as `no_call`, so the four counts add up to
-the plan's `planned_calls`.
+an axis where a side has no item: nothing can match): those count as `no_call`, so the four
+counts add up to the plan's `planned_calls`.
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def judge_cache_coverage(
                         counts[missing((config.reference, ref), (name, cand))] += len(AXES)
                         continue
                     for axis in AXES:
-                        if axis_items(cand, axis) or axis_items(ref, axis):
+                        if axis_items(cand, axis) and axis_items(ref, axis):
                             count(render_reference(bodies[chunk], axis, cand, ref), MatchesVerdict)
                         else:
                             counts["no_call"] += 1

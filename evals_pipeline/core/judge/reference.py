@@ -59,8 +59,10 @@ async def judge_chunk_axis(
     reference: ExtractionResult,
 ) -> Verdict:
     n_c, n_r = len(axis_items(candidate, axis)), len(axis_items(reference, axis))
-    if n_c == 0 and n_r == 0:  # nothing to judge, and nothing to pay for
-        return Verdict(chunk, axis, 0, 0, 0)
+    if n_c == 0 or n_r == 0:
+        # Nothing can match: every candidate item is a false positive and every reference item
+        # a false negative, whatever a judge would say, so no judge is paid to say it.
+        return Verdict(chunk, axis, 0, n_c, n_r)
     name, system, user = render_reference(body, axis, candidate, reference)
     try:
         parsed = await client.judge(name, system, user, MatchesVerdict)

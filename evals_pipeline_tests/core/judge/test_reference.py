@@ -166,6 +166,26 @@ def test_a_chunk_the_candidate_failed_counts_every_reference_item_as_missed(
     assert absent == verdicts
 
 
+def test_an_axis_with_no_item_on_one_side_is_scored_without_a_call(tmp_path: Path) -> None:
+    """Nothing can match: every candidate item is a false positive, every reference item a
+    false negative, whatever a judge says. No server runs here."""
+    client = JudgeClient(JudgeCache(tmp_path / "j.jsonl"), api_key=TEST_API_KEY)
+    no_edges = REFERENCE.model_copy(update={"edges": ()})
+    empty = ExtractionResult(entities=(), edges=())
+
+    def verdicts(candidate: ExtractionResult, reference: ExtractionResult) -> dict[str, Verdict]:
+        found = run_sync(
+            lambda: judge_against_reference(client, {"c": "t"}, {"c": candidate}, {"c": reference})
+        )
+        return {v.axis: v for v in found}
+
+    missed = verdicts(empty, REFERENCE)
+    assert [(v.tp, v.fp, v.fn) for v in missed.values()] == [(0, 0, 2), (0, 0, 1), (0, 0, 2)]
+    invented = verdicts(REFERENCE.model_copy(update={"entities": ()}), no_edges)
+    assert (invented["edges"].fp, invented["edges"].fn) == (1, 0)
+    assert client.calls == 0 and not (tmp_path / "j.jsonl").exists()
+
+
 def test_a_reply_that_is_no_verdict_is_never_cached_and_is_asked_again(tmp_path: Path) -> None:
     responder = scripted_judge.judge_responder(scripted_judge.order_consistent)
     with LoopbackLLMServer("anthropic") as server:
