@@ -250,6 +250,8 @@ def test_a_judge_that_gives_no_verdict_is_warned_and_scores_nothing(
     warned = [w for w in outcome.warnings if " judge_errors: " in w]
     assert len(warned) == 3, outcome.warnings  # judge_verdicts of rules and sloppy; pairwise
     assert any(w.startswith("judge_verdicts[rules|strict] judge_errors: ") for w in warned)
+    # Each warning says what the first failed call said, pairwise too.
+    assert all(". The first said: " in w and "verdict" in w.split("first said")[1] for w in warned)
     assert (
         not (tmp_path / "judge_cache.jsonl").exists()
         or not (tmp_path / "judge_cache.jsonl").read_text().strip()

@@ -48,7 +48,7 @@ _JUDGE_ERRORS_DESCRIPTION = (
 )
 
 
-def _judge_errors_check(asset_name: str, errors: int) -> AssetCheckResult:
+def _judge_errors_check(asset_name: str, errors: int, first: str | None = None) -> AssetCheckResult:
     return AssetCheckResult(
         asset_key=asset_name,
         check_name=JUDGE_ERRORS_CHECK,
@@ -57,7 +57,7 @@ def _judge_errors_check(asset_name: str, errors: int) -> AssetCheckResult:
         description=(
             f"{errors} judge call(s) gave no verdict: those chunks and axes are left "
             "out of the judged scores (see the report's judge errors); re-materialise to ask "
-            "again (errors are never cached)"
+            "again (errors are never cached)" + (f". The first said: {first}" if first else "")
             if errors
             else "every judge call gave a verdict"
         ),
@@ -157,7 +157,8 @@ def build_judging_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             }
         )
         yield Output(table, metadata=metadata)
-        yield _judge_errors_check("judge_verdicts", errors)
+        first = next((v.error for v in verdicts if v.error), None)
+        yield _judge_errors_check("judge_verdicts", errors, first)
 
     @asset(
         partitions_def=mode_partitions(config),
@@ -202,7 +203,9 @@ def build_judging_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         for line in pairwise_warnings(pairs, mode):  # stderr only: the report stays pure data
             print(line, file=sys.stderr)
             context.log.info(line)
-        errors = sum(t["judge_errors"] for pair in pairs.values() for t in pair["axes"].values())
+        tallies = [t for pair in pairs.values() for t in pair["axes"].values()]
+        errors = sum(t["judge_errors"] for t in tallies)
+        first = next((t["first_error"] for t in tallies if t["first_error"]), None)
         yield Output(
             {"status": "ran", "model": client.model, "pairs": pairs},
             metadata={
@@ -213,6 +216,6 @@ def build_judging_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                 "pairs": MetadataValue.json(pairs),
             },
         )
-        yield _judge_errors_check("pairwise_tallies", errors)
+        yield _judge_errors_check("pairwise_tallies", errors, first)
 
     return [judge_verdicts, pairwise_tallies]

@@ -60,6 +60,7 @@ class AxisTally:
     chunks_compared: int = 0
     chunks_skipped: int = 0
     judge_errors: int = 0
+    first_error: str | None = None  # what the first judge error said (a 401, a 529, a reply)
 
     def to_dict(self) -> dict[str, Any]:
         decided = self.wins + self.losses
@@ -75,17 +76,19 @@ class AxisTally:
             "chunks_compared": self.chunks_compared,
             "chunks_skipped": self.chunks_skipped,
             "judge_errors": self.judge_errors,
+            "first_error": self.first_error,
         }
 
 
 async def _verdict(
     client: JudgeClient, body: str, axis: str, a: ExtractionResult, b: ExtractionResult
-) -> Slot | None:
+) -> tuple[Slot | None, str | None]:
+    """(the slot the judge picked, None), or (None, what its error said)."""
     name, system, user = render_pairwise(body, axis, a, b)
     try:
-        return (await client.judge(name, system, user, WinnerVerdict)).winner
-    except EvalsError:
-        return None
+        return (await client.judge(name, system, user, WinnerVerdict)).winner, None
+    except EvalsError as exc:
+        return None, f"{type(exc).__name__}: {exc}"
 
 
 def _winner(slot: Slot, slot_a: str, slot_b: str) -> str | None:
@@ -119,10 +122,11 @@ async def judge_pair(
     for i in range(0, len(jobs), 2):
         chunk, axis, a1, b1, _, _ = jobs[i]
         _, _, a2, b2, _, _ = jobs[i + 1]
-        v1, v2 = verdicts[i], verdicts[i + 1]
+        (v1, e1), (v2, e2) = verdicts[i], verdicts[i + 1]
         tally = tallies[axis]
         if v1 is None or v2 is None:
             tally.judge_errors += 1
+            tally.first_error = tally.first_error or e1 or e2
             continue
         tally.chunks_compared += 1
         w1, w2 = _winner(v1, a1, b1), _winner(v2, a2, b2)

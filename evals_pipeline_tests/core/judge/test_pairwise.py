@@ -66,7 +66,7 @@ def test_order_consistent_judge(tmp_path: Path) -> None:
         assert tally(pairs, "alpha vs beta", axis) == {
             "wins": 6, "losses": 0, "ties": 0, "win_rate": 1.0,
             "order_inconsistency_rate": 0.0, "order_inconsistent": 0,
-            "chunks_compared": 6, "chunks_skipped": 0, "judge_errors": 0,
+            "chunks_compared": 6, "chunks_skipped": 0, "judge_errors": 0, "first_error": None,
         }  # fmt: skip
         t = tally(pairs, "beta vs gamma", axis)
         assert (t["wins"], t["losses"], t["ties"], t["win_rate"]) == (0, 5, 0, 0.0)
@@ -86,7 +86,7 @@ def test_position_biased_judge(tmp_path: Path) -> None:
     assert t == {
         "wins": 0, "losses": 0, "ties": 5, "win_rate": None,
         "order_inconsistency_rate": 1.0, "order_inconsistent": 5,
-        "chunks_compared": 5, "chunks_skipped": 1, "judge_errors": 0,
+        "chunks_compared": 5, "chunks_skipped": 1, "judge_errors": 0, "first_error": None,
     }  # fmt: skip
     warnings = pairwise_warnings(pairs)
     assert len(warnings) == 9 and all(w.startswith("warning: ") for w in warnings)
