@@ -90,10 +90,10 @@ def _paths(args: argparse.Namespace) -> tuple[Path, Path, bool]:
     return golden, (baseline or golden / "baseline.json").resolve(), named
 
 
-def _record(args: argparse.Namespace, golden_dir: Path) -> int:
+def _record(args: argparse.Namespace, golden_dir: Path, baseline: Path) -> int:
     """Live-extract every example and write its recording; the number of failed calls."""
     name, spec = parse_named_backend(args.backend)
-    golden = load_golden_set(golden_dir)
+    golden = load_golden_set(golden_dir, baseline)
     transport = transport_from_spec(spec)
     print(f"recording {len(golden)} examples through {name}={spec.describe()} ...")
     result = record_golden_set(
@@ -134,8 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--backend is only used with --mode live --record")
     try:
         golden_dir, baseline_path, named = _paths(args)
-        failed_calls = _record(args, golden_dir) if args.mode == "live" else 0
-        golden = load_golden_set(golden_dir)
+        failed_calls = _record(args, golden_dir, baseline_path) if args.mode == "live" else 0
+        golden = load_golden_set(golden_dir, baseline_path)
         # A named baseline must exist, unless this run writes it.
         report = run_gate(
             golden, baseline_path, baseline_required=named and not args.write_baseline

@@ -40,7 +40,7 @@ def build_claims_assets(config: EvalsConfig) -> list[AssetsDefinition]:
     @asset(io_manager_key="json_io", group_name=CLAIMS_GROUP)
     def golden_set(evals: EvalsResource) -> Output[dict[str, Any]]:
         """Every golden example, loaded strictly (a non-verbatim span fails the step)."""
-        golden = load_golden_set(evals.config.golden_dir)
+        golden = load_golden_set(evals.config.golden_dir, evals.config.claims_baseline_path)
         negatives = sum(1 for e in golden if not e.expected_claims)
         return Output(
             golden.to_dict(),

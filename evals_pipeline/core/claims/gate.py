@@ -121,7 +121,7 @@ def build_baseline(
         )
     counted = summary.counted
     # A baseline scored at another span IoU is not comparable (the gate says re-write it).
-    comparable = committed is not None and committed.iou_threshold == IOU_THRESHOLD
+    comparable = committed is not None and _same_iou(committed)
     if committed is not None and comparable and not allow_lower:
         drop = committed.micro.f1 - counted.f1
         if drop > MAX_F1_DROP + _EPSILON:
@@ -146,6 +146,11 @@ def build_baseline(
         ),
         examples=tuple(sorted(e.id for e in verified)),
     )
+
+
+def _same_iou(baseline: Baseline) -> bool:
+    """Whether `baseline` was scored at today's span IoU threshold (one test for every use)."""
+    return abs(baseline.iou_threshold - IOU_THRESHOLD) <= _EPSILON
 
 
 def write_baseline(path: Path, baseline: Baseline) -> Path:
@@ -197,7 +202,9 @@ class GateResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "state": self.state,
-            "micro_f1": self.micro_f1,
+            # With no VERIFIED example scored, micro-F1 measured nothing: None, not 1.0.
+            "micro_f1": None if self.scored == 0 else self.micro_f1,
+            "scored": self.scored,
             "baseline_f1": self.baseline_f1,
             "baseline_path": self.baseline_path,
             "max_f1_drop": MAX_F1_DROP,
@@ -258,7 +265,7 @@ def evaluate_gate(
             f"VERIFIED example(s) not in the baseline yet: {added}; re-write the baseline with "
             "--write-baseline to count them"
         )
-    if abs(baseline.iou_threshold - IOU_THRESHOLD) > _EPSILON:
+    if not _same_iou(baseline):
         failures.append(
             f"the baseline was scored at span IoU >= {baseline.iou_threshold}, the metric now "
             f"uses {IOU_THRESHOLD}; the scores are not comparable: re-write the baseline"

@@ -162,16 +162,22 @@ def load_golden_example(path: Path | str) -> GoldenExample:
     return example
 
 
-def example_files(directory: Path) -> list[Path]:
-    """`*.json` directly in the folder, except the baseline (recordings live in a subfolder)."""
-    return sorted(p for p in directory.glob("*.json") if p.is_file() and p.name != BASELINE_FILE)
+def example_files(directory: Path, baseline: Path | None = None) -> list[Path]:
+    """`*.json` directly in the folder, except the gate's baseline (`baseline.json`, or the one
+    the project file names, wherever it is; recordings live in a subfolder)."""
+    skip = {(directory / BASELINE_FILE).resolve()}
+    if baseline is not None:
+        skip.add(baseline.resolve())
+    return sorted(p for p in directory.glob("*.json") if p.is_file() and p.resolve() not in skip)
 
 
-def load_golden_set(directory: Path | str) -> GoldenSet:
+def load_golden_set(directory: Path | str, baseline: Path | None = None) -> GoldenSet:
+    """The examples of `directory`; `baseline`, the gate's baseline file if it sits there under
+    another name than `baseline.json`, is not one."""
     directory = Path(directory)
     if not directory.is_dir():
         raise InputFileError(directory, "golden set folder not found")
-    files = example_files(directory)
+    files = example_files(directory, baseline)
     if not files:
         raise InputFileError(directory, "golden set folder holds no example (*.json) files")
     examples: list[GoldenExample] = []

@@ -233,3 +233,19 @@ def test_with_no_verified_example_scored_the_headline_claims_no_f1(recorded: Pat
     # The empty pool's F1 is 1.0 by convention; the headline had printed it as the score.
     assert state == "FAIL" and "claim gate FAIL: no VERIFIED example scored vs baseline" in text
     assert "counted micro-F1 1.000" not in text
+    # Nor does the stored result (the asset's and --output's JSON) say 1.0.
+    golden = load_golden_set(recorded)
+    stored = run_gate(golden, golden.baseline_path).result.to_dict()
+    assert (stored["micro_f1"], stored["scored"]) == (None, 0)
+
+
+def test_a_baseline_under_another_name_in_the_golden_folder_is_no_example(recorded: Path) -> None:
+    """`claims_baseline` may name a file beside the examples: it is the baseline, not an example
+    with unknown fields."""
+    write_current_baseline(recorded)
+    named = recorded / "gate-baseline.json"
+    (recorded / "baseline.json").rename(named)
+    with pytest.raises(InputFileError):
+        load_golden_set(recorded)  # read as an example, it is not one
+    golden = load_golden_set(recorded, named)
+    assert run_gate(golden, named).result.state == "PASS"
