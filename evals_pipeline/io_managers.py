@@ -7,26 +7,54 @@ ours. A third, input-only manager hands over stored tables unread (`StoredTable`
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 from dagster import ConfigurableIOManagerFactory, InputContext, OutputContext, UPathIOManager
 from upath import UPath
 
+from .core.errors import InputFileError
+from .core.reports.files import write_bytes_atomic
+
+_REMATERIALISE = "materialise that partition again"
+
 
 def read_table(path: str) -> pd.DataFrame:
-    """A stored table, as every reader of one reads it."""
-    return pd.read_parquet(path, engine="pyarrow")
+    """A stored table, as every reader of one reads it; one that is not Parquet (cut short by
+    a crash elsewhere, say) is an InputFileError naming it."""
+    try:
+        return pd.read_parquet(path, engine="pyarrow")
+    except (pa.ArrowException, OSError) as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise InputFileError(
+            path, f"not a readable Parquet table ({exc}): {_REMATERIALISE}"
+        ) from exc
+
+
+def _write(path: UPath, data: bytes) -> None:
+    """Write a stored value whole: on a local disk through a temporary file and a rename, so a
+    crash leaves the old value or the new one, never half of one (an object store's put is
+    whole already)."""
+    if path.protocol in ("", "file", "local"):
+        write_bytes_atomic(Path(path.path), data)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
 
 
 class _ParquetIOManager(UPathIOManager):
     extension = ".parquet"
 
     def dump_to_path(self, context: OutputContext, obj: pd.DataFrame, path: UPath) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        obj.to_parquet(str(path), engine="pyarrow", index=False)
+        buffer = io.BytesIO()
+        obj.to_parquet(buffer, engine="pyarrow", index=False)
+        _write(path, buffer.getvalue())
 
     def load_from_path(self, context: InputContext, path: UPath) -> pd.DataFrame:
         return read_table(str(path))
@@ -40,8 +68,8 @@ class StoredTable:
 
     def read(self) -> pd.DataFrame:
         if not UPath(self.path).exists():
-            raise FileNotFoundError(
-                f"no stored table at {self.path}: materialise that partition first"
+            raise InputFileError(
+                self.path, "no stored table here: materialise that partition first"
             )
         return read_table(self.path)
 
@@ -66,11 +94,16 @@ class _JsonIOManager(UPathIOManager):
     extension = ".json"
 
     def dump_to_path(self, context: OutputContext, obj: Any, path: UPath) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(obj, indent=2, sort_keys=True, allow_nan=False) + "\n")
+        text = json.dumps(obj, indent=2, sort_keys=True, allow_nan=False) + "\n"
+        _write(path, text.encode("utf-8"))
 
     def load_from_path(self, context: InputContext, path: UPath) -> Any:
-        return json.loads(path.read_text())
+        try:
+            return json.loads(path.read_text())
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise InputFileError(
+                str(path), f"not a stored JSON value ({exc}): {_REMATERIALISE}"
+            ) from exc
 
 
 class ParquetIOManager(ConfigurableIOManagerFactory):
