@@ -16,6 +16,7 @@ from pathlib import Path
 from .cli import output_file, positive_int
 from .core.compare import compare_runs, load_run_report, render_comparison
 from .core.errors import EvalsError
+from .core.reports.files import write_text_atomic
 
 
 def main(argv: Sequence[str]) -> int:
@@ -50,5 +51,10 @@ def main(argv: Sequence[str]) -> int:
         return 2
     print(render_comparison(result))
     if args.json is not None:
-        args.json.write_text(json.dumps(result, indent=2, sort_keys=True, default=str) + "\n")
+        text = json.dumps(result, indent=2, sort_keys=True, default=str) + "\n"
+        try:
+            write_text_atomic(args.json, text)
+        except EvalsError as exc:  # a file where its folder goes, a full disk
+            print(f"evals-pipeline compare: {exc}", file=sys.stderr)
+            return 2
     return 0

@@ -150,6 +150,12 @@ def test_bench_cli_splits_publishability_and_compare(
     assert cli_main([*argv, "--resamples", "500", "--json", str(compared)]) == 0
     result = json.loads(compared.read_text())
     assert result["paired"] == 18
+    # A --json path that cannot be written (a file where its folder goes) is named, exit 2.
+    capsys.readouterr()
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file")
+    assert cli_main([*argv, "--resamples", "10", "--json", str(blocked / "cmp.json")]) == 2
+    assert f"{blocked / 'cmp.json'}: cannot write here" in capsys.readouterr().err
 
 
 def test_bench_cli_bad_input_is_a_usage_error_naming_it(

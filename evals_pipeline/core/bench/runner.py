@@ -9,6 +9,7 @@ ones included: nothing produced, everything still expected) and the pooled rates
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -16,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from ..compare import RATES
+from ..errors import OutputPathError
 from ..extractors.base import Extractor
 from ..extractors.oracle import OracleExtractor, OracleMissing
 from ..models import Episode, OntologyMode
 from ..ontology import Ontology
 from ..options import ExtractOptions
+from ..reports.files import write_text_atomic
 from ..runner import ChunkRun, extract_all, run_sync
 from .corpus import BenchCase, BenchCorpus, BenchEpisode
 from .metrics import episode_counts, first_reply, pooled_rates, recast_counts
@@ -298,13 +301,22 @@ def write_run(
     """Write `<stamp>.json` and `<stamp>.md` (stamp: UTC time to the second; `-2`, `-3`, …
     appended when a run of the same second is already there, so none is overwritten)."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    stamp = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
-    base, n = stamp, 1
-    while (out / f"{stamp}.json").exists() or (out / f"{stamp}.md").exists():
-        n += 1
-        stamp = f"{base}-{n}"
-    json_path, md_path = out / f"{stamp}.json", out / f"{stamp}.md"
-    json_path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    md_path.write_text((render or render_markdown)(report), encoding="utf-8")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputPathError(out, f"cannot write here: {exc.strerror or exc}") from exc
+    base = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    for n in itertools.count(1):
+        stamp = base if n == 1 else f"{base}-{n}"
+        json_path, md_path = out / f"{stamp}.json", out / f"{stamp}.md"
+        if md_path.exists():
+            continue
+        try:
+            json_path.open("x").close()  # claims the name: a run of the same second gets -2
+        except FileExistsError:
+            continue
+        break
+    # Each written whole (a temporary file renamed over the claimed name).
+    write_text_atomic(json_path, json.dumps(report, indent=2, sort_keys=True) + "\n")
+    write_text_atomic(md_path, (render or render_markdown)(report))
     return json_path, md_path

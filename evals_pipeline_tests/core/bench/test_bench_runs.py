@@ -443,6 +443,12 @@ def test_runs_of_the_same_second_never_overwrite(tmp_path: Path) -> None:
     second, md = write_run(report, tmp_path / "out", now=now)
     assert first.name == "20250102T030405Z.json" and second.name == "20250102T030405Z-2.json"
     assert md.exists()
+    # Each written whole: no temporary file is left, and the first run's file is intact.
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "20250102T030405Z-2.json", "20250102T030405Z-2.md",
+        "20250102T030405Z.json", "20250102T030405Z.md",
+    ]  # fmt: skip
+    assert json.loads(first.read_text()) == report
 
 
 class _DiskFullAfter(OracleExtractor):
