@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..compare import RATES
+from ..compare import LOWER_IS_BETTER, RATES
 from ..errors import OutputPathError
 from ..extractors.base import Extractor
 from ..extractors.oracle import OracleExtractor, OracleMissing
@@ -275,8 +275,20 @@ def render_markdown(report: dict[str, Any]) -> str:
     rows = report["rows"]
     rates = [*RATES, "entity_f1", "edge_f1", "property_f1"]
     lines += ["", "| rate | " + " | ".join(rows) + " |", "|---|" + "---|" * len(rows)]
+    total = {r: len(rows[r]["episodes"]) for r in rows}
+    errored = {r: sum(e["status"] != "ok" for e in rows[r]["episodes"]) for r in rows}
+    lines.append(
+        "| episodes errored | " + " | ".join(f"{errored[r]} / {total[r]}" for r in rows) + " |"
+    )
     for rate in rates:
-        cells = [_fmt(rows[r]["rates"].get(rate)) for r in rows]
+        # An errored episode wrote nothing, which looks clean on a lower-is-better rate: a row
+        # that errored on every episode measured nothing there.
+        cells = [
+            "—"
+            if rate in LOWER_IS_BETTER and total[r] and errored[r] == total[r]
+            else _fmt(rows[r]["rates"].get(rate))
+            for r in rows
+        ]
         lines.append(f"| {rate} | " + " | ".join(cells) + " |")
     if any("cost_usd" in row for row in rows.values()):
         cells = [
@@ -284,6 +296,12 @@ def render_markdown(report: dict[str, Any]) -> str:
         ]
         lines.append("| cost (USD) | " + " | ".join(cells) + " |")
     lines += _legend(rates)
+    if any(errored.values()):
+        lines.append(
+            "- an errored episode wrote nothing: on a lower-is-better rate (ungrounded, "
+            "forbidden, the hallucination rates, tokens) it looks clean, so read those beside "
+            "the row's errors; — where every episode of the row errored"
+        )
     for name, row in rows.items():
         failed = [e for e in row["episodes"] if e["status"] != "ok"]
         lines += ["", f"## {name}: {len(row['episodes'])} episodes, {len(failed)} errors"]

@@ -203,6 +203,21 @@ def test_an_errored_episode_still_counts_everything_expected(tmp_path: Path) -> 
     assert (c["entities_expected"], c["edges_expected"], c["entities_produced"]) == (4, 3, 0)
 
 
+def test_a_row_that_errored_everywhere_shows_no_clean_lower_is_better_rate(
+    tmp_path: Path,
+) -> None:
+    """An errored episode wrote nothing: `forbidden` 0.000 would read as the best score."""
+    corpus = _mini(tmp_path)
+    report = run_bench(corpus, oracle_extractor(corpus), row_name="oracle")
+    report["rows"].update(run_bench(corpus, OracleExtractor({}), row_name="broken")["rows"])
+    assert report["rows"]["broken"]["rates"]["forbidden"] == 0.0  # the data, as counted
+    lines = render_markdown(report).splitlines()
+    assert "| episodes errored | 0 / 1 | 1 / 1 |" in lines
+    forbidden = next(line for line in lines if line.startswith("| forbidden |"))
+    assert forbidden.split("|")[-2].strip() == "—"
+    assert any("an errored episode wrote nothing" in line for line in lines)
+
+
 def test_a_report_reads_into_compare(tmp_path: Path) -> None:
     corpus = _mini(tmp_path)
     a = run_bench(corpus, oracle_extractor(corpus), row_name="a")
