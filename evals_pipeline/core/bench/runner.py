@@ -243,6 +243,7 @@ RATE_NOTES = {
 
 def _legend(rates: list[str]) -> list[str]:
     lines = ["", "## What the rates count", ""]
+    lines.append("- `episodes errored`: episodes whose extraction failed, of the row's episodes")
     for rate in rates:
         if rate in RATES:
             num, den = RATES[rate]
