@@ -9,11 +9,9 @@ from __future__ import annotations
 from dagster import Definitions, ExecutorDefinition, in_process_executor, multiprocess_executor
 
 from .assets import build_assets
-from .core.config import CONFIG_ENV, EvalsConfig, default_config_path
+from .core.config import EvalsConfig
 from .io_managers import DeferredParquetInputManager, JsonIOManager, ParquetIOManager
 from .resources import EvalsResource
-
-__all__ = ["CONFIG_ENV", "build_definitions", "build_executor", "default_config_path"]
 
 
 def build_executor(config: EvalsConfig) -> ExecutorDefinition:

@@ -27,8 +27,8 @@ from dagster import (
     reconstructable,
 )
 
-from evals_pipeline.core.config import load_config
-from evals_pipeline.graph import CONFIG_ENV, build_definitions
+from evals_pipeline.core.config import CONFIG_ENV, load_config
+from evals_pipeline.graph import build_definitions
 from evals_pipeline.materialize import materialize_all
 from evals_pipeline_tests.pipeline_fixtures import CORPUS, ONTOLOGY, RULES, SLOPPY
 

@@ -134,7 +134,8 @@ class CassetteMiss(CassetteError):
     """A replayed call has no (remaining) recorded answer: the prompt, ontology or input changed.
 
     Never falls through to a live call. Re-record: move the stale cassette aside, run again with
-    EVALS_RECORD_LLM (or --record-cassette) against a live backend, then replay to confirm.
+    `record_cassette` (or `--record-cassette`; in a program built on the library,
+    EVALS_RECORD_LLM) against a live backend, then replay to confirm.
     """
 
     def __init__(

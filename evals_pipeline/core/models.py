@@ -133,7 +133,8 @@ class FailureRecord(_Frozen):
 
     ts_ms: int
     model: str
-    # The reference's "entities" / "edges", and the open mode's classify calls.
+    # The reference's "entities" / "edges", and its type-classification calls (recorded and
+    # replayed by the cassette layer for programs that make them; the pipeline makes none).
     call_type: Literal["entities", "edges", "classify_entities", "classify_relations"]
     chunk_key: str | None
     classification: FailureClass

@@ -397,7 +397,3 @@ def fresh_recording_guards(record_paths: Mapping[str, Path]) -> list[Guard]:
         for a, b in combinations(sorted(digests), 2)
         if digests[a] == digests[b]
     ]
-
-
-def modes_of(plan: RunPlan) -> tuple[OntologyMode, ...]:
-    return tuple(plan.modes)  # type: ignore[arg-type]

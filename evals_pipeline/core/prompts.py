@@ -20,8 +20,6 @@ from .models import Entity, Episode
 from .ontology import Ontology, PropertyType
 from .options import ExtractOptions
 
-PROMPT_VERSION = "kg-extract/1"
-
 # The edge user prompt embeds the entity call's output, which cannot be known before that call.
 # Cassette keys hash the edge prompt rendered with this placeholder instead (the one narrow gap:
 # a change in what the entity call returned is not a key change; the entity prompt is in the key).

@@ -127,7 +127,7 @@ def run_gold(
     ontology_mode: OntologyMode = "strict",
     concurrency: int = 8,
 ) -> dict[str, Any]:
-    """One row of a bench run over `gold`: the report `write_gold_run` writes."""
+    """One row of a bench run over `gold`, in the report shape `write_run` writes."""
     if gold.cases is not None:
         report = run_bench(
             gold.cases,

@@ -13,7 +13,6 @@ from ..models import ExtractionResult
 from ..prompts import fenced_text
 
 AXES = ("entities", "edges", "summaries")
-JUDGE_PROMPT_VERSION = "judge/1"
 
 REFERENCE_SYSTEM = """You grade a knowledge-graph extraction against a reference extraction
 of the same text.
