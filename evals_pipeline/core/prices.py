@@ -9,6 +9,7 @@ file is an error naming its field before any paid call, not after the extraction
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,3 +46,17 @@ def load_prices(path: Path | str) -> dict[str, dict[str, float]]:
         price = validate_file_model(ModelPrice, value, path, within=(name,))
         out[name] = price.model_dump()
     return out
+
+
+def cost_usd(
+    model: str | None,
+    input_tokens: int,
+    output_tokens: int,
+    prices: Mapping[str, Mapping[str, float]] | None,
+) -> float | None:
+    """USD for these tokens when `prices` (as `load_prices` returns) names the model; else
+    None (no price is not a cost of 0)."""
+    if prices is None or model is None or model not in prices:
+        return None
+    price = prices[model]
+    return (input_tokens * price["input_per_1m"] + output_tokens * price["output_per_1m"]) / 1e6

@@ -170,3 +170,12 @@ def test_input_nested_too_deeply_is_named_not_a_recursion_error(tmp_path: Path) 
     with pytest.raises(InputFileError, match="invalid YAML: nested too deeply") as err:
         load_yaml(deep)
     assert err.value.path == deep
+
+
+def test_cost_is_the_tokens_at_the_models_price_and_none_without_one() -> None:
+    from evals_pipeline.core.prices import cost_usd
+
+    prices = {"m": {"input_per_1m": 3.0, "output_per_1m": 15.0}}
+    assert cost_usd("m", 1_000_000, 200_000, prices) == 3.0 + 3.0
+    assert cost_usd("other", 10, 10, prices) is None  # no price is not a cost of 0
+    assert cost_usd("m", 10, 10, None) is None and cost_usd(None, 10, 10, prices) is None

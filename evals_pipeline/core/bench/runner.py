@@ -23,6 +23,7 @@ from ..extractors.oracle import OracleExtractor, OracleMissing
 from ..models import Episode, OntologyMode
 from ..ontology import Ontology
 from ..options import ExtractOptions
+from ..prices import cost_usd
 from ..reports.files import write_text_atomic
 from ..runner import ChunkRun, extract_all, run_sync
 from .corpus import BenchCase, BenchCorpus, BenchEpisode
@@ -204,14 +205,10 @@ def row_cost(
     row: Mapping[str, Any], prices: Mapping[str, Mapping[str, float]] | None
 ) -> float | None:
     """USD for a row's tokens when a prices file names its model; None otherwise."""
-    model = row.get("model")
-    if prices is None or not isinstance(model, str) or model not in prices or "usage" not in row:
+    model, usage = row.get("model"), row.get("usage")
+    if not isinstance(model, str) or usage is None:
         return None
-    price, usage = prices[model], row["usage"]
-    return (
-        usage["input_tokens"] * float(price["input_per_1m"])
-        + usage["output_tokens"] * float(price["output_per_1m"])
-    ) / 1e6
+    return cost_usd(model, usage["input_tokens"], usage["output_tokens"], prices)
 
 
 def merge_rows(*reports: dict[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import pandas as pd
 from ..gc_tuning import gc_paused
 from ..models import ONTOLOGY_MODES
 from ..ontology import Ontology
+from ..prices import cost_usd
 from ..scoring.strict import AXES, ChunkKeys, score_keys, table_keys
 from ..statistics import percentiles
 from ..tables import table_graph_json
@@ -58,22 +59,6 @@ def _most_common(values: pd.Series) -> str | None:
         return None
     # Most frequent first; ties broken by name so the report is deterministic.
     return min(counts.items(), key=lambda item: (-item[1], item[0]))[0]
-
-
-def _cost(
-    model: str | None,
-    input_tokens: int,
-    output_tokens: int,
-    prices: Mapping[str, Mapping[str, float]] | None,
-) -> float | None:
-    if prices is None or model is None or model not in prices:
-        return None
-    price = prices[model]
-    try:
-        per_in, per_out = float(price["input_per_1m"]), float(price["output_per_1m"])
-    except KeyError as exc:
-        raise ValueError(f"price for model {model!r} lacks {exc.args[0]!r}") from None
-    return input_tokens / 1_000_000 * per_in + output_tokens / 1_000_000 * per_out
 
 
 def _vocabulary_compliance(ok_rows: pd.DataFrame, ontology: Ontology) -> dict[str, Any]:
@@ -151,7 +136,7 @@ def backend_summary(
         "requests": _int_sum(table, "requests"),
         "provider": provider,
         "model": model,
-        "cost_usd": _cost(model, input_tokens, output_tokens, prices),
+        "cost_usd": cost_usd(model, input_tokens, output_tokens, prices),
     }
     if mode == "strict" and ontology is not None:
         summary["vocabulary_compliance"] = _vocabulary_compliance(ok_rows, ontology)

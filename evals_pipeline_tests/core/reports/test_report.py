@@ -333,11 +333,6 @@ def test_cost_with_prices_for_both_models() -> None:
     )
 
 
-def test_price_missing_a_field_is_an_error() -> None:
-    with pytest.raises(ValueError, match="output_per_1m"):
-        report_for("open", prices={"m-small": {"input_per_1m": 1.0}})
-
-
 def test_reference_must_have_a_table() -> None:
     with pytest.raises(ValueError, match="reference backend 'nope'"):
         mode_report(
