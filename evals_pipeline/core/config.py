@@ -29,12 +29,13 @@ def default_config_path() -> Path:
 
 
 JudgeMode = Literal["reference", "pairwise", "both"]
+DEFAULT_JUDGE_MODEL = "claude-sonnet-4-6"
 
 
 class JudgeConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    model: str = "claude-sonnet-4-6"
+    model: str = DEFAULT_JUDGE_MODEL
     mode: JudgeMode = "reference"
     cache: Path = Path("judge_cache.jsonl")
 

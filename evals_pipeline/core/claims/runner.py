@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..extractors.base import ChatTransport
+from ..runner import run_sync
 from .extractor import Claim, ClaimCallFailed, ClaimExtraction, ClaimExtractor, RecordedTransport
 from .golden import GoldenExample, GoldenSet
 from .prompt import current_prompt, prompt_fingerprint
@@ -122,7 +123,7 @@ async def _replay(golden: GoldenSet, recordings_dir: Path) -> ReplayResult:
 
 def replay_golden_set(golden: GoldenSet, recordings_dir: Path | None = None) -> ReplayResult:
     """Replay every example (verified and pending) from its recording; makes no network call."""
-    return asyncio.run(_replay(golden, recordings_dir or golden.recordings_dir))
+    return run_sync(lambda: _replay(golden, recordings_dir or golden.recordings_dir))
 
 
 @dataclass(frozen=True)
@@ -213,8 +214,8 @@ def record_golden_set(
     A failed call writes nothing for that example and is listed in `failed`: its old recording,
     if any, is left as it was (a recording of another prompt then still replays as stale).
     """
-    return asyncio.run(
-        _record(
+    return run_sync(
+        lambda: _record(
             golden, transport, backend, recordings_dir or golden.recordings_dir, concurrency, ids
         )
     )

@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
+from ..config import DEFAULT_JUDGE_MODEL
 from ..errors import MalformedReply
 from ..extractors.anthropic import BASE_URL_ENV, messages_call, new_client
 from ..extractors.base import LoopBound
@@ -21,8 +22,6 @@ from ..parsing import parse_structured
 from .cache import JudgeCache, judge_key
 
 V = TypeVar("V", bound=BaseModel)
-
-DEFAULT_JUDGE_MODEL = "claude-sonnet-4-6"
 
 
 class JudgeClient:

@@ -47,6 +47,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..models import Edge, ExtractionResult
+from .strict import PRF
 
 Role = Literal["subject", "predicate", "object"]
 ROLES: tuple[Role, ...] = ("subject", "predicate", "object")
@@ -104,13 +105,10 @@ def score_triples(pred: Sequence[Edge], gold: Sequence[Edge]) -> tuple[int, int,
 
 
 def prf(tp: int, fp: int, fn: int) -> dict[str, float]:
-    """P/R/F1; nothing predicted and nothing expected is agreement (1.0), as in strict.py."""
-    if tp == fp == fn == 0:
-        return {"precision": 1.0, "recall": 1.0, "f1": 1.0}
-    precision = tp / (tp + fp) if tp + fp else 0.0
-    recall = tp / (tp + fn) if tp + fn else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {"precision": precision, "recall": recall, "f1": f1}
+    """P/R/F1 of these counts, as strict scoring's `PRF` computes them (nothing predicted and
+    nothing expected is agreement, 1.0)."""
+    scores = PRF(tp=tp, fp=fp, fn=fn)
+    return {"precision": scores.precision, "recall": scores.recall, "f1": scores.f1}
 
 
 def score_corpus(
