@@ -584,9 +584,7 @@ def replay_modes(
         }
         t = lap("strict scoring", t)
         summaries = {
-            name: backend_summary(
-                name, specs[name], tab, reference=None, ontology=ontology, mode=mode, prices=None
-            )
+            name: backend_summary(name, specs[name], tab, ontology=ontology, mode=mode, prices=None)
             for name, tab in tables.items()
         }
         t = lap("backend_summary", t)

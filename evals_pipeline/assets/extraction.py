@@ -127,7 +127,6 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             backend,
             evals.config.specs[backend].describe(),
             extractions,
-            reference=None,
             ontology=evals.ontology(),
             mode=mode,
             prices=evals.prices(),

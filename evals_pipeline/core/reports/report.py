@@ -20,7 +20,7 @@ from ..gc_tuning import gc_paused
 from ..models import ONTOLOGY_MODES
 from ..ontology import Ontology
 from ..prices import cost_usd
-from ..scoring.strict import AXES, ChunkKeys, score_keys, table_keys
+from ..scoring.strict import AXES
 from ..statistics import percentiles
 from ..tables import table_graph_json
 
@@ -92,15 +92,12 @@ def backend_summary(
     spec: str,
     table: pd.DataFrame,
     *,
-    reference: Mapping[str, ChunkKeys | None] | None,
     ontology: Ontology | None,
     mode: str,
     prices: Mapping[str, Mapping[str, float]] | None,
 ) -> dict[str, Any]:
-    """One backend's numbers for one mode.
-
-    `reference` is the reference backend's chunk -> keys mapping (`table_keys` of its table), or
-    None when this backend is the reference (its `strict` block is then None). Token, request
+    """One backend's numbers for one mode, apart from its scores against the reference (the
+    report assembles those beside it: `assemble_mode_report`). Token, request
     and structured-output counts sum over every chunk, failed ones included (a failed chunk
     still spent its calls); latency and vocabulary compliance read successful chunks only.
     """
@@ -117,7 +114,6 @@ def backend_summary(
     provider = _most_common(ok_rows["provider"])
     model = _most_common(ok_rows["model"])
     latencies = [float(v) for v in ok_rows["latency_ms"] if not pd.isna(v)]
-    strict = None if reference is None else score_keys(table_keys(table), reference).to_dict()
     summary: dict[str, Any] = {
         "name": name,
         "spec": spec,
@@ -125,7 +121,6 @@ def backend_summary(
         "errors": errors,
         "error_rate": errors / chunks if chunks else None,
         "errors_by_type": dict(sorted(errors_by_type.items())),
-        "strict": strict,
         "latency_ms": percentiles(latencies),
         "structured_output": {k: _int_sum(table, k) for k in PARSE_STATUSES},
         "truncated": {k: _int_sum(table, k) for k in TRUNCATION_COUNTS},
@@ -141,50 +136,6 @@ def backend_summary(
     if mode == "strict" and ontology is not None:
         summary["vocabulary_compliance"] = _vocabulary_compliance(ok_rows, ontology)
     return jsonable(summary)
-
-
-def mode_report(
-    *,
-    mode: str,
-    reference: str,
-    specs: Mapping[str, str],
-    tables: Mapping[str, pd.DataFrame],
-    ontology: Ontology | None,
-    corpus: Mapping[str, object],
-    judge: Mapping[str, object],
-    notes: Sequence[str] = (),
-    prices: Mapping[str, Mapping[str, float]] | None = None,
-) -> dict[str, Any]:
-    """The report for one ontology mode: every backend scored against `reference`'s table."""
-    if reference not in tables:
-        raise ValueError(f"reference backend {reference!r} has no table (have: {sorted(tables)})")
-    missing = sorted(set(tables) - set(specs))
-    if missing:
-        raise ValueError(f"no spec given for backend(s) {missing}")
-    ref_keys = table_keys(tables[reference])
-    backends = {
-        name: backend_summary(
-            name,
-            specs[name],
-            tables[name],
-            reference=None if name == reference else ref_keys,
-            ontology=ontology,
-            mode=mode,
-            prices=prices,
-        )
-        for name in sorted(tables)
-    }
-    return jsonable(
-        {
-            "ontology_mode": mode,
-            "reference": reference,
-            "ontology": ontology.name if ontology is not None else None,
-            "corpus": dict(corpus),
-            "judge": dict(judge),
-            "notes": list(notes),
-            "backends": backends,
-        }
-    )
 
 
 def _ordered_modes(modes: Sequence[str]) -> list[str]:
