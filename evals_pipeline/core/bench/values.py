@@ -8,6 +8,7 @@ scorer can tell whether a value is faithful to its quote.
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import date
 
@@ -122,6 +123,8 @@ def coerce(value: PropertyValue, prop: PropertyType) -> PropertyValue:
             raise ValueError(f"not a date: {value!r}")
         return parse_date(value)
     number = float(value) if isinstance(value, int | float) else _number(value, prop.unit)
+    if not math.isfinite(number):  # "nan", "inf", 1e400: no value a text states
+        raise ValueError(f"not a finite number: {value!r}")
     if prop.type == "integer":
         if not number.is_integer():
             raise ValueError(f"not an integer: {value!r}")
