@@ -39,7 +39,7 @@ ORACLE_AND_RULES = (
 INPUTS = ("--ontology", str(ONTOLOGY), "--corpus", str(CORPUS))
 SUMMARY = re.compile(
     r"(\d+) runs; (\d+) extraction calls \(\d+ LLM requests\), (\d+) answered from the "
-    r"extraction cache, "
+    r"extraction cache \(or a recorded backend's cassette\), "
     r"(\d+) replayed"
 )
 
