@@ -22,11 +22,13 @@ from pathlib import Path
 
 from .cli import named_paths, positive_int
 from .core.bench.gold import GoldCorpus, load_gold
+from .core.bench.runner import BENCH_BUDGETS
 from .core.cassettes.keys import extract_key
+from .core.cassettes.record import check_record_target
 from .core.cassettes.store import load_cassette
 from .core.config import BenchConfig, EvalsConfig
 from .core.errors import CassetteError, EvalsError
-from .core.extractors.specs import parse_named_backend
+from .core.extractors.specs import BackendSpec, parse_named_backend
 from .core.models import ONTOLOGY_MODES
 from .core.prices import load_prices
 
@@ -88,10 +90,24 @@ def bench_plan(config: EvalsConfig, golds: Sequence[GoldCorpus]) -> str:
                 )
             elif spec.kind == "oracle":  # local: no call, nothing cached
                 lines.append(f"  {name}: {source}; {calls} extractions replayed, no calls")
+            elif record is not None:
+                lines.append(f"  {name}: {source}; " + _recording_plan(spec, record, asked))
             else:
                 lines.append(f"  {name}: {source}; {calls} extraction calls planned")
     lines.append(f"output: {config.bench.output_dir}/<gold>/<stamp>.json and .md")
     return "\n".join(lines)
+
+
+def _recording_plan(spec: BackendSpec, target: Path, asked: Counter[str]) -> str:
+    """The calls a recorded live backend makes: those its cassette does not already answer
+    (it is served what it holds), or why the run would refuse the cassette."""
+    try:
+        check_record_target(target, model=spec.model, budgets=BENCH_BUDGETS)
+        recorded = load_cassette(target, consume=False, missing_ok=True, locked=True)
+    except CassetteError as exc:
+        return f"would abort: {exc}"
+    held = sum(min(times, recorded.answers(key)) for key, times in asked.items())
+    return f"{asked.total() - held} extraction calls planned, {held} already recorded"
 
 
 def _cassette_coverage(path: Path, asked: Counter[str]) -> str:

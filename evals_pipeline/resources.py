@@ -23,8 +23,9 @@ from dagster import ConfigurableResource, EnvVar
 from pydantic import Field
 
 from .core.bench.gold import GoldCorpus, load_gold
+from .core.bench.runner import BENCH_BUDGETS
 from .core.cassettes.cache import CachingExtractor, backend_fingerprint, cache_path
-from .core.cassettes.record import RecordingExtractor
+from .core.cassettes.record import RecordingExtractor, check_record_target
 from .core.config import EvalsConfig
 from .core.corpus import ProseCorpus, load_prose_corpus
 from .core.errors import ConfigError
@@ -35,7 +36,7 @@ from .core.judge.cache import JudgeCache
 from .core.judge.client import JudgeClient
 from .core.models import Episode, OntologyMode
 from .core.ontology import Ontology, load_ontology
-from .core.options import DEFAULT_MAX_TOKENS_EDGES, DEFAULT_MAX_TOKENS_ENTITIES, ExtractOptions
+from .core.options import ExtractOptions
 from .core.plan import RunPlan, plan_run
 from .core.prices import load_prices
 
@@ -220,6 +221,8 @@ class EvalsResource(ConfigurableResource):
         )
         record_to = config.bench.record_cassette.get(backend)
         if record_to is not None:
+            # Recast cases record one key twice on purpose: no unique check here.
+            check_record_target(record_to, model=spec.model, budgets=BENCH_BUDGETS)
             inner = RecordingExtractor(inner, record_to)
         path = _cache_file(
             inner, spec, config.cache_dir / "bench", backend, gold.digest, BENCH_BUDGETS
@@ -244,13 +247,10 @@ class EvalsResource(ConfigurableResource):
         )
         record_to = config.record_cassette.get(backend)
         if record_to is not None:
+            check_record_target(record_to, model=spec.model, budgets=config.budgets, unique=True)
             inner = RecordingExtractor(inner, record_to)
         path = _cache_file(inner, spec, config.cache_dir, backend, corpus.digest, config.budgets)
         return CachingExtractor(inner, path, recording_to=record_to)
-
-
-# The bench's calls use `ExtractOptions.for_mode`'s default token budgets.
-BENCH_BUDGETS = (DEFAULT_MAX_TOKENS_ENTITIES, DEFAULT_MAX_TOKENS_EDGES)
 
 
 def _cache_file(

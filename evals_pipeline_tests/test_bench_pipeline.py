@@ -183,6 +183,22 @@ def test_bench_dry_run_plans_and_writes_nothing(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_bench_dry_run_counts_what_a_recorded_backends_cassette_already_holds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A recorded live backend is served what its cassette holds: only the rest are calls. A
+    cassette of another model is named as the run would refuse it."""
+    target = tmp_path / "rec.jsonl"
+    target.write_bytes(BENCH_RULES.read_bytes())
+    live = "local=oai-http:url=http://127.0.0.1:9/v1/chat/completions"
+    argv = ["bench", "--dry-run", "--split", "test", "--out", str(tmp_path / "out")]
+    argv += ["--cache-dir", str(tmp_path / "cache"), "--record-cassette", f"local={target}"]
+    assert cli_main([*argv, "--backend", f"{live},model=rules-tidy"]) == 0
+    assert "0 extraction calls planned, 20 already recorded" in capsys.readouterr().out
+    assert cli_main([*argv, "--backend", f"{live},model=bigger"]) == 0
+    assert "would abort: cannot record into" in capsys.readouterr().out
+
+
 def test_bench_dry_run_checks_each_cassette_as_the_run_would(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

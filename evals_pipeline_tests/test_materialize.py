@@ -141,20 +141,22 @@ def test_a_recorded_backend_re_run_makes_no_call_and_records_nothing_twice(tmp_p
             assert resumed.success and resumed.extraction_calls == 1
             assert len(server.requests) == 2 * 4 + 2
             assert len(load_cassette(cassette, unique=True)) == 4
-        # Recording another model into this cassette would mix two models' answers.
+        sent = len(server.requests)
+        # Recording another model into this cassette, or at other token budgets, would mix
+        # answers the run then serves as its own: refused before any call, in any mode.
         other = make_config(
             tmp_path / "other",
             {"oracle": "oracle", "live": f"oai-http:url={server.base_url},model=bigger"},
-            modes=("strict",),
+            modes=("freeform",),
             record_cassette={"live": cassette},
         )
-        with DagsterInstance.ephemeral() as instance:
-            mixed = materialize_all(other, instance, quiet=True)
-        assert not mixed.success
-        assert any(
-            "RecordingTargetMismatch" in step or "recorded from model 'rules'" in step
-            for step in mixed.failed_steps
-        ), mixed.failed_steps
+        smaller = config.model_copy(update={"max_tokens_edges": 512})
+        for refused, why in ((other, "an answer of model 'rules'"), (smaller, "max_tokens 4096")):
+            with DagsterInstance.ephemeral() as instance:
+                run = materialize_all(refused, instance, build_definitions(refused), quiet=True)
+            assert not run.success
+            assert any(why in step for step in run.failed_steps), run.failed_steps
+        assert len(server.requests) == sent
         assert len(load_cassette(cassette, unique=True)) == 4
 
 
@@ -270,7 +272,7 @@ def test_byte_identical_fresh_recordings_fail_after_capture_before_the_report(
     for path in paths.values():
         path.write_text(seed)
     with LoopbackLLMServer("openai", responder=lambda r: openai_error(400)) as server:
-        spec = f"oai-http:url={server.base_url}"
+        spec = f"oai-http:url={server.base_url},model=rules-tidy"  # the seed record's model
         config = make_config(
             tmp_path,
             {"oracle": "oracle", "a": spec, "b": spec},  # same live spec twice is allowed

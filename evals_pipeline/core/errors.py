@@ -118,15 +118,15 @@ class CassetteWriteError(CassetteError):
 
 
 class RecordingTargetMismatch(CassetteError):
-    """The cassette a backend records into holds answers from another model: serving them as
-    this model's (or appending this model's beside them) would mix two models in one file."""
+    """The cassette a backend records into holds answers it cannot take as its own (another
+    model's, or ones made under other token budgets): a recording run serves what the file
+    holds, so it would mix two models or settings in one file."""
 
-    def __init__(self, path: Path | str, recorded: str, calling: str) -> None:
+    def __init__(self, path: Path | str, problem: str) -> None:
         self.path = Path(path)
         super().__init__(
-            f"{self.path} holds answers recorded from model {recorded!r}, and this backend calls "
-            f"{calling!r}: move that cassette aside (or record into another file) to record "
-            f"{calling!r}"
+            f"cannot record into {self.path}: {problem}; move it aside (or record into another "
+            "file) to record this backend afresh"
         )
 
 

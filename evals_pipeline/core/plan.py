@@ -17,16 +17,16 @@ from typing import Any
 
 from .cassettes.cache import backend_fingerprint, cache_path
 from .cassettes.keys import extract_key
+from .cassettes.record import check_record_target
 from .cassettes.store import (
     Cassette,
     CassetteIndex,
     index_cassette,
-    iter_records,
     load_cassette,
 )
 from .config import EvalsConfig
 from .digests import file_sha256
-from .errors import CassetteCorrupt, CassetteDuplicateKey, CassetteNotAFile, ConfigError
+from .errors import CassetteCorrupt, CassetteDuplicateKey, ConfigError
 from .extractors.anthropic import API_KEY_ENV
 from .models import Episode, ExtractionResult, OntologyMode
 from .ontology import Ontology
@@ -285,7 +285,7 @@ def plan_run(
         record = config.record_cassette.get(name)
         plan.record_to = str(record) if record is not None else None
         if record is not None:
-            check_record_target(record)
+            check_record_target(record, model=spec.model, budgets=config.budgets, unique=True)
         cassette = None
         if spec.cassette_path is not None:
             plan.cassette_path = str(spec.cassette_path)
@@ -358,23 +358,6 @@ def _large_chunk_notes(episodes: Sequence[Episode], live: bool) -> list[str]:
         f"tokens): {shown}{more}; they are sent whole, and a model whose context they exceed "
         "will fail them (counted as errors)"
     ]
-
-
-def check_record_target(path: Path) -> None:
-    """A recording appends to `path`: a folder there, or a file that is not a cassette, would
-    fail (or be corrupted) only after the live calls were paid for."""
-    if path.is_dir():
-        raise CassetteNotAFile(path, "is a folder; --record-cassette names a file")
-    if path.is_file() and path.stat().st_size > 0:
-        try:
-            for _record in iter_records(path):  # raises CassetteCorrupt naming the bad line
-                pass
-        except CassetteCorrupt as exc:
-            # An unterminated last line may be another run's append in progress (a backfill
-            # records in parallel): not this file's fault, and appends start on a fresh line.
-            data = path.read_bytes()
-            if data.endswith(b"\n") or exc.line != data.count(b"\n") + 1:
-                raise
 
 
 def _cache_for_plan(path: Path) -> Cassette | None:

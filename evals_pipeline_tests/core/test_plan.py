@@ -124,7 +124,8 @@ def test_cached_calls_are_not_planned_unless_the_backend_is_being_recorded(
     target = tmp_path / "y.jsonl"
     lines = RULES.read_text().splitlines(keepends=True)
     target.write_text("".join(line for line in lines if '"ontology_mode":"freeform"' in line))
-    resumed = plan(make_config(tmp_path, backends, record_cassette={"live": target}))
+    same_model = {**backends, "live": "oai-http:url=http://h,model=rules-tidy"}  # the file's
+    resumed = plan(make_config(tmp_path, same_model, record_cassette={"live": target}))
     assert resumed.backends["live"].cache_hits == {"freeform": 4, "open": 0, "strict": 0}
     assert resumed.backends["live"].planned_calls == {"freeform": 0, "open": 8, "strict": 8}
 
@@ -146,19 +147,6 @@ def test_a_chunk_beyond_a_models_context_is_a_note_for_a_live_run(tmp_path: Path
     assert len(live) == 1 and "1 chunk(s) hold over 400,000 characters" in live[0]
     assert "huge (400,005 chars)" in live[0] and "small" not in live[0]
     assert notes({"o": "oracle", "p": "oracle"}) == []  # nothing is sent anywhere
-
-
-def test_a_record_target_mid_append_is_not_corrupt(tmp_path: Path) -> None:
-    from evals_pipeline.core.errors import CassetteCorrupt
-    from evals_pipeline.core.plan import check_record_target
-
-    first = RULES.read_bytes().split(b"\n")[0] + b"\n"
-    target = tmp_path / "rec.jsonl"
-    target.write_bytes(first + first[:40])  # another run's record, half written so far
-    check_record_target(target)
-    target.write_bytes(first[:40] + b"\n" + first)  # a torn line that was ended: corrupt
-    with pytest.raises(CassetteCorrupt):
-        check_record_target(target)
 
 
 def test_a_cassette_path_that_is_a_folder_is_a_guard_beside_another_cassette(
@@ -184,3 +172,14 @@ def test_a_judge_cache_that_is_a_folder_is_named_in_the_plan(tmp_path: Path) -> 
     )
     cache = plan(config, judge_coverage=True).judge["cache"]
     assert "is a folder" in cache["error"]
+
+
+def test_judge_coverage_reads_a_recorded_backends_own_cassette(tmp_path: Path) -> None:
+    """The run serves a recorded backend from its cassette, so its judge prompts can be
+    rendered from there: not "unknown until its extractions exist"."""
+    target = tmp_path / "rec.jsonl"
+    shutil.copy(RULES, target)
+    live = "oai-http:url=http://127.0.0.1:9,model=rules-tidy"
+    config = make_config(tmp_path, {"o": "oracle", "live": live}, record_cassette={"live": target})
+    cache = plan(config, modes=["open"], judge_coverage=True).judge["cache"]
+    assert cache["unknown"] == 0 and cache["uncached"] > 0

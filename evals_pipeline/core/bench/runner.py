@@ -22,13 +22,17 @@ from ..extractors.base import Extractor
 from ..extractors.oracle import OracleExtractor, OracleMissing
 from ..models import Episode, OntologyMode
 from ..ontology import Ontology
-from ..options import ExtractOptions
+from ..options import DEFAULT_MAX_TOKENS_EDGES, DEFAULT_MAX_TOKENS_ENTITIES, ExtractOptions
 from ..prices import cost_usd
 from ..reports.files import write_text_atomic
 from ..runner import ChunkRun, extract_all, run_sync
 from .corpus import BenchCase, BenchCorpus, BenchEpisode
 from .metrics import episode_counts, first_reply, pooled_rates, recast_counts
 from .slice import slice_schema
+
+# Every bench call is made at `ExtractOptions.for_mode`'s default token budgets (entities,
+# edges): part of a recorded backend's and the extraction cache's check of what it may reuse.
+BENCH_BUDGETS = (DEFAULT_MAX_TOKENS_ENTITIES, DEFAULT_MAX_TOKENS_EDGES)
 
 
 def oracle_extractor(corpus: BenchCorpus) -> OracleExtractor:

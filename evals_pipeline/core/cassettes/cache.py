@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..digests import file_sha256
-from ..errors import CassetteMiss, ExtractionFailed, RecordingTargetMismatch
+from ..errors import CassetteMiss, ExtractionFailed
 from ..extractors.base import Extractor, classify_entities_items, classify_relations_items
 from ..extractors.specs import BackendSpec
 from ..models import CallStats, ClassifyOutcome, Edge, Entity, Episode, ExtractionOutcome
@@ -60,14 +60,13 @@ class CachingExtractor(Extractor):
     served from that cassette instead: a call it already holds is answered from it, neither
     made again nor appended twice (a re-run of a recorded report makes no call, and a re-run
     after failed chunks makes only theirs); the extraction cache is written, never read, so
-    the cassette gets every call. An answer there from another provider or model than
-    `inner`'s is a RecordingTargetMismatch: re-recording a model into its old cassette would
-    mix two models' answers. With `fifo=True` each cached answer is served once, in recorded
-    order, so a call repeated on purpose (the bench's recast cases) reaches the backend
-    afresh the first time and replays its own answer on later runs. A local `inner` is
-    passed through uncached; its answers are counted in `replayed` (no call reached a
-    provider), and the calls its cassette did not hold in `misses` (each then fails as a
-    CassetteMiss).
+    the cassette gets every call (`check_record_target` makes sure first that the file's
+    answers are this model's, at these token budgets). With `fifo=True` each cached answer
+    is served once, in recorded order, so a call repeated on purpose (the bench's recast
+    cases) reaches the backend afresh the first time and replays its own answer on later
+    runs. A local `inner` is passed through uncached; its answers are counted in `replayed`
+    (no call reached a provider), and the calls its cassette did not hold in `misses` (each
+    then fails as a CassetteMiss).
     """
 
     def __init__(
@@ -88,8 +87,10 @@ class CachingExtractor(Extractor):
         if not inner.local:
             if path is None:
                 raise ValueError(f"{inner.provider} makes calls: its cache needs a path")
-            served = path if recording_to is None else recording_to
-            cassette = load_cassette(served, consume=fifo, missing_ok=True)
+            if recording_to is None:
+                cassette = load_cassette(path, consume=fifo, missing_ok=True)
+            else:  # read under the lock its appenders take: another step may be appending
+                cassette = load_cassette(recording_to, consume=fifo, missing_ok=True, locked=True)
             recorder = RecordingExtractor(inner, path, write_sidecar=False)
             self._cache = (ReplayingExtractor(cassette), recorder)
         self.calls = 0
@@ -126,16 +127,8 @@ class CachingExtractor(Extractor):
         cached, recorder = self._cache
         if extract_key(episode, options) in cached.cassette:
             self.hits += 1
-            return self._same_model(await cached.extract(episode, options))
+            return await cached.extract(episode, options)
         return await self._reached(recorder.extract(episode, options))
-
-    def _same_model(self, answer: Answer) -> Answer:
-        """An answer served from the cassette being recorded is the model's own."""
-        if self._cache is not None and answer.model != self.model:
-            raise RecordingTargetMismatch(
-                self._cache[0].cassette.paths[0], answer.model, self.model
-            )
-        return answer
 
     async def classify_entities(
         self, entities: Sequence[Entity], types: Sequence[str]
@@ -148,7 +141,7 @@ class CachingExtractor(Extractor):
             in cached.cassette
         ):
             self.hits += 1
-            return self._same_model(await cached.classify_entities(entities, types))
+            return await cached.classify_entities(entities, types)
         return await self._reached(recorder.classify_entities(entities, types))
 
     async def classify_relations(
@@ -162,7 +155,7 @@ class CachingExtractor(Extractor):
             in cached.cassette
         ):
             self.hits += 1
-            return self._same_model(await cached.classify_relations(edges, types))
+            return await cached.classify_relations(edges, types)
         return await self._reached(recorder.classify_relations(edges, types))
 
     async def aclose(self) -> None:

@@ -10,7 +10,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Mapping, Sequence
 from pathlib import Path
 
-from ..errors import ExtractionFailed
+from ..errors import (
+    CassetteCorrupt,
+    CassetteDuplicateKey,
+    CassetteNotAFile,
+    ExtractionFailed,
+    RecordingTargetMismatch,
+)
 from ..extractors.base import Extractor, classify_entities_items, classify_relations_items
 from ..models import (
     CallType,
@@ -22,10 +28,10 @@ from ..models import (
     FailureRecord,
 )
 from ..options import ExtractOptions
-from .format import CassetteRecord, CassetteResponse, rfc3339_now
+from .format import CassetteRecord, CassetteResponse, ReplayRecord, rfc3339_now
 from .keys import classify_key, classify_request, extract_key, extract_request
 from .sidecar import DEFAULT_CAP_BYTES, FailureSidecar
-from .store import CassetteWriter
+from .store import CassetteWriter, iter_records
 
 
 class RecordingExtractor(Extractor):
@@ -131,3 +137,57 @@ class RecordingExtractor(Extractor):
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+def check_record_target(
+    path: Path,
+    *,
+    model: str | None = None,
+    budgets: tuple[int, int] | None = None,
+    unique: bool = False,
+) -> None:
+    """Refuse a recording target before any paid call. A recording appends to `path` and is
+    answered by what `path` already holds (see CachingExtractor), so the file must be a
+    cassette (not a folder, every line a record) whose answers this backend can take as its
+    own: `model`'s, made at these token `budgets` (entities, edges); with `unique` (a graph
+    backend, replayed later with unique keys), one answer a key. An unterminated last line is
+    another run's append in progress (a backfill records in parallel), not this file's fault."""
+    if path.is_dir():
+        raise CassetteNotAFile(path, "is a folder; --record-cassette names a file")
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    first_line: dict[str, int] = {}
+    try:
+        for number, record in iter_records(path, ReplayRecord):
+            if unique and (earlier := first_line.get(record.key)) is not None:
+                raise CassetteDuplicateKey(path, record.key, (earlier, number), path)
+            first_line.setdefault(record.key, number)
+            if model is not None and record.model != model:
+                raise RecordingTargetMismatch(
+                    path,
+                    f"line {number} is an answer of model {record.model!r}, and this backend "
+                    f"calls {model!r}",
+                )
+            if budgets is not None and (asked := _asked(record, budgets)) is not None:
+                raise RecordingTargetMismatch(
+                    path,
+                    f"line {number} was recorded at {asked}, and this run asks max_tokens "
+                    f"{budgets[0]} (entities), {budgets[1]} (edges)",
+                )
+    except CassetteCorrupt as exc:
+        data = path.read_bytes()
+        if data.endswith(b"\n") or exc.line != data.count(b"\n") + 1:
+            raise
+
+
+def _asked(record: ReplayRecord, budgets: tuple[int, int]) -> str | None:
+    """How an extract record's first attempts' token budgets differ from `budgets`, or None."""
+    wanted = {"entities": budgets[0], "edges": budgets[1]}
+    differ = [
+        f"max_tokens {stage.attempts[0].max_tokens} ({stage.stage})"
+        for stage in record.response.transcript
+        if stage.attempts
+        and stage.stage in wanted
+        and stage.attempts[0].max_tokens != wanted[stage.stage]
+    ]
+    return ", ".join(differ) or None

@@ -345,8 +345,13 @@ def load_cassette(
     consume: bool | None = None,
     missing_ok: bool = False,
     keys: AbstractSet[str] | None = None,
+    locked: bool = False,
 ) -> Cassette:
     """Load one or more cassette files as one flat set of records (order does not matter).
+
+    `locked`: read each file under a shared `flock`, so an append another process is making
+    (under its exclusive lock) is read whole or not at all; for a cassette being recorded
+    into meanwhile, never shared (it changes).
 
     `consume` defaults to FIFO consumption for pipeline replay and none for `unique` loads.
     A read-only load of files unchanged since an earlier one returns that same Cassette.
@@ -361,8 +366,10 @@ def load_cassette(
         if path.is_dir():
             raise CassetteNotAFile(path, "is a folder, not a cassette file")
     consume = (not unique) if consume is None else consume
-    if consume:
-        return _load(path_list, unique=unique, consume=consume, missing_ok=missing_ok)
+    if consume or locked:
+        return _load(
+            path_list, unique=unique, consume=consume, missing_ok=missing_ok, locked=locked
+        )
     before = tuple(_file_state(p) for p in path_list)
     size = sum(p.stat().st_size for p in path_list if p.exists())
     if size > MEMO_MAX_BYTES:
@@ -390,6 +397,7 @@ def _load(
     consume: bool,
     missing_ok: bool,
     wanted: AbstractSet[str] | None = None,
+    locked: bool = False,
 ) -> Cassette:
     """Every record of the files, or with `wanted` only those keys' records: a line the
     recorder wrote is then skipped unread by its leading key (see `_load_checked_subset`)."""
@@ -417,6 +425,8 @@ def _load(
                 files.append(handle)
                 index = len(files) - 1
                 skip = unwanted if wanted is not None else None
+                if locked:  # released at the end of the read (or when the file is closed)
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
                 for number, offset, raw, record in _iter_lines(handle, path, ReplayRecord, skip):
                     if wanted is not None and record.key not in wanted:
                         continue
@@ -430,6 +440,8 @@ def _load(
                     count += 1
                     if keys_lead and _leading_key(raw) not in (None, record.key):
                         keys_lead = False
+                if locked:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
             held = {key: tuple(where) for key, where in by_key.items()}
     except BaseException:
         _close_all(tuple(files))

@@ -18,11 +18,12 @@ from ..models import Attempt, ChatRequest
 from .base import LoopBound, Reply, counted
 from .redaction import redacted
 from .retries import Retryable, Tries, retry_after_seconds, retryable_status, with_retries
+from .specs import DEFAULT_MODELS
 
 if TYPE_CHECKING:
     import anthropic
 
-DEFAULT_MODEL = "claude-sonnet-4-6"
+DEFAULT_MODEL = DEFAULT_MODELS["anthropic"]
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 BASE_URL_ENV = "EVALS_ANTHROPIC_BASE_URL"
 

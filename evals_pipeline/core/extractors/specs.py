@@ -34,6 +34,10 @@ _PARAMS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
+# The model a live backend calls when its spec names none.
+DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-6", "oai-http": "local", "oai-uds": "local"}
+
+
 @dataclass(frozen=True)
 class BackendSpec:
     kind: BackendKind
@@ -47,6 +51,13 @@ class BackendSpec:
     @property
     def cassette_path(self) -> Path | None:
         return Path(self.params["path"]) if self.kind == "cassette" else None
+
+    @property
+    def model(self) -> str | None:
+        """The model a live backend calls: its `model=`, else the kind's default."""
+        if not self.is_live:
+            return None
+        return self.params.get("model", DEFAULT_MODELS[self.kind])
 
     def describe(self) -> str:
         """The spec with nothing secret in it: a URL's user info, query string and fragment
@@ -147,11 +158,11 @@ def build_extractor(
     serves identical keys FIFO instead (the bench's recast cases repeat a call on purpose).
     `keys`: the only extract keys the caller will ask of a cassette (see `load_cassette`)."""
     if spec.kind == "anthropic":
-        from .anthropic import DEFAULT_MODEL, AnthropicTransport
+        from .anthropic import AnthropicTransport
 
         return TransportExtractor(
             AnthropicTransport(
-                model=spec.params.get("model", DEFAULT_MODEL),
+                model=spec.model or DEFAULT_MODELS["anthropic"],
                 api_key=anthropic_api_key,
                 base_url=anthropic_base_url,
                 timeout_s=timeout_s,
@@ -167,7 +178,7 @@ def build_extractor(
             OpenAICompatTransport(
                 url=url,
                 uds_path=uds,
-                model=spec.params.get("model", "local"),
+                model=spec.model or DEFAULT_MODELS[spec.kind],
                 timeout_s=timeout_s,
                 max_retries=max_retries,
             )

@@ -38,6 +38,11 @@ def _free_extractor(config: EvalsConfig, name: str, expected: Mapping[str, Extra
     spec = config.specs[name]
     if spec.kind == "oracle":
         return OracleExtractor(expected)
+    record = config.record_cassette.get(name)
+    if record is not None:  # a recorded backend is served by its own cassette, not the cache
+        return ReplayingExtractor(
+            load_cassette(record, consume=False, missing_ok=True, locked=True)
+        )
     if spec.kind == "cassette" and spec.cassette_path is not None:
         return ReplayingExtractor(load_cassette(spec.cassette_path, consume=False))
     path = cache_path(

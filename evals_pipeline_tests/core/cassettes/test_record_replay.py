@@ -366,3 +366,72 @@ def test_non_utf8_cassette_bytes_are_a_corrupt_line(
     with pytest.raises(CassetteCorrupt) as err:
         load_cassette(cassette)
     assert err.value.line == 2
+
+
+RULES = Path(__file__).parents[3] / "corpus" / "cassettes" / "rules.jsonl"
+
+
+def test_a_record_target_mid_append_is_not_corrupt(tmp_path: Path) -> None:
+    from evals_pipeline.core.cassettes.record import check_record_target
+    from evals_pipeline.core.errors import CassetteCorrupt
+
+    first = RULES.read_bytes().split(b"\n")[0] + b"\n"
+    target = tmp_path / "rec.jsonl"
+    target.write_bytes(first + first[:40])  # another run's record, half written so far
+    check_record_target(target)
+    target.write_bytes(first[:40] + b"\n" + first)  # a torn line that was ended: corrupt
+    with pytest.raises(CassetteCorrupt):
+        check_record_target(target)
+
+
+def test_a_record_target_must_hold_this_models_answers_at_these_budgets(tmp_path: Path) -> None:
+    """A recording run is served what its cassette holds: answers of another model, or made at
+    other token budgets, are refused before any call, whichever keys this run will ask."""
+    from evals_pipeline.core.cassettes.record import check_record_target
+    from evals_pipeline.core.errors import CassetteDuplicateKey, RecordingTargetMismatch
+
+    target = tmp_path / "rec.jsonl"
+    lines = RULES.read_text().splitlines(keepends=True)
+    target.write_text(lines[0] + lines[1])
+    model = json.loads(lines[0])["model"]
+    check_record_target(target, model=model, budgets=(4096, 4096), unique=True)
+    with pytest.raises(RecordingTargetMismatch, match=f"line 1 is an answer of model '{model}'"):
+        check_record_target(target, model="bigger")
+    with pytest.raises(RecordingTargetMismatch, match=r"max_tokens 4096 \(edges\)"):
+        check_record_target(target, model=model, budgets=(4096, 512))
+    target.write_text(lines[0] + lines[1] + lines[0])  # one key answered twice
+    with pytest.raises(CassetteDuplicateKey):
+        check_record_target(target, model=model, unique=True)
+    check_record_target(target, model=model)  # the bench's recast cases record a key twice
+
+
+def test_a_locked_load_waits_for_an_append_in_progress(tmp_path: Path) -> None:
+    """Steps of one run record into one cassette in parallel; a step loading it while another
+    appends reads the record whole (appends hold an exclusive flock), never a torn line."""
+    import fcntl
+    import os
+    import threading
+    import time
+
+    target = tmp_path / "rec.jsonl"
+    lines = RULES.read_bytes().splitlines(keepends=True)
+    target.write_bytes(lines[0])
+    locked = threading.Event()
+
+    def append_slowly() -> None:
+        fd = os.open(target, os.O_WRONLY | os.O_APPEND)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.write(fd, lines[1][:50])
+            locked.set()
+            time.sleep(0.3)
+            os.write(fd, lines[1][50:])
+        finally:
+            os.close(fd)
+
+    writer = threading.Thread(target=append_slowly)
+    writer.start()
+    assert locked.wait(5)
+    loaded = load_cassette(target, consume=False, missing_ok=True, locked=True)
+    writer.join()
+    assert len(loaded) == 2
