@@ -7,11 +7,11 @@ ours. A third, input-only manager hands over stored tables unread (`StoredTable`
 
 from __future__ import annotations
 
-import io
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pandas as pd
 import pyarrow as pa
@@ -19,7 +19,7 @@ from dagster import ConfigurableIOManagerFactory, InputContext, OutputContext, U
 from upath import UPath
 
 from .core.errors import InputFileError
-from .core.reports.files import write_bytes_atomic
+from .core.reports.files import write_atomic
 
 _REMATERIALISE = "materialise that partition again"
 
@@ -37,24 +37,23 @@ def read_table(path: str) -> pd.DataFrame:
         ) from exc
 
 
-def _write(path: UPath, data: bytes) -> None:
+def _write(path: UPath, fill: Callable[[BinaryIO], object]) -> None:
     """Write a stored value whole: on a local disk through a temporary file and a rename, so a
     crash leaves the old value or the new one, never half of one (an object store's put is
     whole already)."""
     if path.protocol in ("", "file", "local"):
-        write_bytes_atomic(Path(path.path), data)
+        write_atomic(Path(path.path), fill)
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
+    with path.open("wb") as handle:
+        fill(handle)
 
 
 class _ParquetIOManager(UPathIOManager):
     extension = ".parquet"
 
     def dump_to_path(self, context: OutputContext, obj: pd.DataFrame, path: UPath) -> None:
-        buffer = io.BytesIO()
-        obj.to_parquet(buffer, engine="pyarrow", index=False)
-        _write(path, buffer.getvalue())
+        _write(path, lambda handle: obj.to_parquet(handle, engine="pyarrow", index=False))
 
     def load_from_path(self, context: InputContext, path: UPath) -> pd.DataFrame:
         return read_table(str(path))
@@ -94,8 +93,8 @@ class _JsonIOManager(UPathIOManager):
     extension = ".json"
 
     def dump_to_path(self, context: OutputContext, obj: Any, path: UPath) -> None:
-        text = json.dumps(obj, indent=2, sort_keys=True, allow_nan=False) + "\n"
-        _write(path, text.encode("utf-8"))
+        data = (json.dumps(obj, indent=2, sort_keys=True, allow_nan=False) + "\n").encode()
+        _write(path, lambda handle: handle.write(data))
 
     def load_from_path(self, context: InputContext, path: UPath) -> Any:
         try:

@@ -328,7 +328,7 @@ def test_cassette_coverage_shortfall_is_a_note_and_an_error_rate(tmp_path: Path)
     [warning] = [w for w in outcome.warnings if COVERAGE_CHECK in w]  # (and the claims gate's)
     assert f"extractions[part|strict] {COVERAGE_CHECK}: {missed} of 4 chunks" in warning
     assert "re-record" in warning.lower()
-    assert f"1 of them failed when it was recorded (the calls are in {partial}.failures" in warning
+    assert f"1 of them failed when it was recorded, by its sidecar {partial}.failures" in warning
     if missed > 1:
         assert f"{missed - 1} of them were asked under other prompts" in warning
     [execution] = check.values()

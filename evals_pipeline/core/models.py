@@ -7,9 +7,16 @@ reports store, so field names are part of the on-disk format.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    model_serializer,
+)
 
 SourceType = Literal["text", "message", "json"]
 OntologyMode = Literal["freeform", "open", "strict"]
@@ -97,8 +104,16 @@ class Attempt(_Frozen):
     max_tokens: int
     latency_ms: float = 0.0
     # HTTP requests this reply took: 1, plus one for each retried 429/5xx, timeout or reset
-    # before it (recorded, so a replay counts what the live call sent).
+    # before it (recorded, so a replay counts what the live call sent). Written only when over
+    # 1, so a cassette without retries reads as before (older code forbids the field).
     http_requests: int = Field(default=1, ge=1)
+
+    @model_serializer(mode="wrap")
+    def _without_default_requests(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("http_requests") == 1:
+            del data["http_requests"]
+        return data
 
 
 class StageTranscript(_Frozen):

@@ -320,6 +320,8 @@ def write_run(
 ) -> tuple[Path, Path]:
     """Write `<stamp>.json` and `<stamp>.md` (stamp: UTC time to the second; `-2`, `-3`, …
     appended when a run of the same second is already there, so none is overwritten)."""
+    json_text = json.dumps(report, indent=2, sort_keys=True) + "\n"
+    md_text = (render or render_markdown)(report)
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -335,8 +337,13 @@ def write_run(
             json_path.open("x").close()  # claims the name: a run of the same second gets -2
         except FileExistsError:
             continue
+        except OSError as exc:
+            raise OutputPathError(json_path, f"cannot write here: {exc.strerror or exc}") from exc
         break
-    # Each written whole (a temporary file renamed over the claimed name).
-    write_text_atomic(json_path, json.dumps(report, indent=2, sort_keys=True) + "\n")
-    write_text_atomic(md_path, (render or render_markdown)(report))
+    try:  # each written whole (a temporary file renamed over the claimed name)
+        write_text_atomic(json_path, json_text)
+        write_text_atomic(md_path, md_text)
+    except BaseException:
+        json_path.unlink(missing_ok=True)  # no run file without its report beside it
+        raise
     return json_path, md_path

@@ -59,8 +59,9 @@ def miss_explanation(missed: set[str], chunks: int, cassette: Path | None, mode:
     parts = [f"{len(missed)} of {chunks} chunks are not in {where} under {mode} prompts"]
     if failed:
         parts.append(
-            f"{len(failed)} of them failed when it was recorded (the calls are in "
-            f"{sidecar_path(where)}): a re-record with the backend up adds them"
+            f"{len(failed)} of them failed when it was recorded, by its sidecar "
+            f"{sidecar_path(where)} (which names chunks, not modes): a re-record with the "
+            "backend up adds them"
         )
     if len(missed) > len(failed):
         parts.append(

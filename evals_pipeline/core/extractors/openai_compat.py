@@ -127,6 +127,8 @@ class OpenAICompatTransport:
         proxy_auth = (self._proxy.raw_auth if self._proxy else None) or ()
         secrets = [key, parsed.password, *(part.decode("latin-1") for part in proxy_auth)]
         secrets += [value for _name, value in parsed.params.multi_items()]
+        # ... and as written in the URL (percent-encoded), as a server echoing its path shows.
+        secrets += [part.partition("=")[2] for part in parsed.query.decode("ascii").split("&")]
         if parsed.userinfo:
             secrets.append(_basic_token(parsed.username, parsed.password))
         if proxy_auth:

@@ -1,7 +1,7 @@
 """Assembling a mode report from per-backend summaries and the reference comparison.
 
-The Dagster graph computes each backend's summary in its own partition and the strict
-comparison once per mode; this joins them into the same shape `mode_report` produces.
+The Dagster graph computes each backend's summary in its own partition (`backend_summary`) and
+the strict comparison once per mode; this joins them into one mode's report.
 """
 
 from __future__ import annotations

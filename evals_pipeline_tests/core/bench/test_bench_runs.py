@@ -495,3 +495,29 @@ def test_a_recording_that_cannot_be_written_stops_the_run(concurrency: int) -> N
     with pytest.raises(CassetteWriteError, match="No space left on device"):
         run_bench(corpus, extractor, row_name="x", concurrency=concurrency)
     assert extractor.calls <= 2 + concurrency  # of 36 episodes
+
+
+def test_a_run_that_cannot_be_written_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk (simulated: the report's write fails) leaves no claimed, empty run file."""
+    from evals_pipeline.core.bench import runner
+    from evals_pipeline.core.errors import OutputPathError
+
+    real = runner.write_text_atomic
+
+    def full_disk(path: Path, text: str) -> Path:
+        if path.suffix == ".md":
+            raise OutputPathError(path, "cannot write here: No space left on device")
+        return real(path, text)
+
+    monkeypatch.setattr(runner, "write_text_atomic", full_disk)
+    corpus = _mini(tmp_path)
+    report = run_bench(corpus, oracle_extractor(corpus), row_name="oracle")
+    with pytest.raises(OutputPathError, match="No space left"):
+        write_run(report, tmp_path / "out")
+    assert list((tmp_path / "out").iterdir()) == []
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the output folder goes")
+    with pytest.raises(OutputPathError, match="cannot write here"):
+        write_run(report, blocked / "cases")

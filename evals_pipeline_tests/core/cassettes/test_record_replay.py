@@ -122,6 +122,9 @@ def test_replay_counts_the_requests_a_retried_call_sent(
     assert recorded[0].outcome.stats.requests == 3
     replayed = _run(ReplayingExtractor.from_path(cassette), episodes[:1], options)
     assert replayed[0].outcome == recorded[0].outcome
+    # Written only where over 1: a cassette without retries reads as older code wrote it.
+    stages = json.loads(cassette.read_text())["response"]["transcript"]
+    assert [[a.get("http_requests") for a in s["attempts"]] for s in stages] == [[2], [None]]
 
 
 def test_record_and_replay_together_is_a_startup_error(tmp_path: Path) -> None:

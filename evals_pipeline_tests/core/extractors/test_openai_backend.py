@@ -859,7 +859,8 @@ def test_an_error_body_that_echoes_the_request_keeps_no_url_credential(
     """A server that echoes its request (headers and path) shows the URL's password inside the
     Basic auth header, base64-encoded, and its query token outside any URL: neither reaches the
     sidecar."""
-    url = server.base_url.replace("://", "://user:pw-SECRETURL@", 1) + "?token=QSECRET-123"
+    url = server.base_url.replace("://", "://user:pw-SECRETURL@", 1)
+    url += "?token=QSECRET-123&sig=abc%2Fdef%2Bghi%3D%3D"
     basic = base64.b64encode(b"user:pw-SECRETURL").decode()
 
     def echo(request):  # type: ignore[no-untyped-def]
@@ -872,6 +873,6 @@ def test_an_error_body_that_echoes_the_request_keeps_no_url_credential(
     failure = _failure(TransportExtractor(transport)).failure
     assert isinstance(failure, FailureRecord)
     assert server.requests[0].headers["authorization"] == f"Basic {basic}"  # what was sent
-    for secret in (basic, "pw-SECRETURL", "QSECRET-123"):
+    for secret in (basic, "pw-SECRETURL", "QSECRET-123", "abc%2Fdef%2Bghi%3D%3D"):
         assert secret not in failure.raw_body, secret
     assert "auth was Basic ***" in failure.raw_body
