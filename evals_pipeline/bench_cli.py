@@ -23,6 +23,7 @@ from pathlib import Path
 from .cli import named_paths, positive_int
 from .core.bench.gold import GoldCorpus, load_gold
 from .core.bench.runner import BENCH_BUDGETS
+from .core.cassettes.cache import backend_fingerprint, cache_path
 from .core.cassettes.keys import extract_key
 from .core.cassettes.record import check_record_target
 from .core.cassettes.store import load_cassette
@@ -93,7 +94,7 @@ def bench_plan(config: EvalsConfig, golds: Sequence[GoldCorpus]) -> str:
             elif record is not None:
                 lines.append(f"  {name}: {source}; " + _recording_plan(spec, record, asked))
             else:
-                lines.append(f"  {name}: {source}; {calls} extraction calls planned")
+                lines.append(f"  {name}: {source}; " + _cached_plan(config, name, gold, asked))
     lines.append(f"output: {config.bench.output_dir}/<gold>/<stamp>.json and .md")
     return "\n".join(lines)
 
@@ -108,6 +109,19 @@ def _recording_plan(spec: BackendSpec, target: Path, asked: Counter[str]) -> str
         return f"would abort: {exc}"
     held = sum(min(times, recorded.answers(key)) for key, times in asked.items())
     return f"{asked.total() - held} extraction calls planned, {held} already recorded"
+
+
+def _cached_plan(config: EvalsConfig, name: str, gold: GoldCorpus, asked: Counter[str]) -> str:
+    """The calls a live backend makes: those its bench extraction cache does not answer."""
+    spec = config.bench_specs[name]
+    fingerprint = backend_fingerprint(spec, corpus_digest=gold.digest, budgets=BENCH_BUDGETS)
+    path = cache_path(config.cache_dir / "bench", name, fingerprint)
+    try:
+        cached = load_cassette(path, consume=False, missing_ok=True)
+    except CassetteError:
+        cached = None  # the run would call them afresh
+    held = sum(min(times, cached.answers(key)) for key, times in asked.items()) if cached else 0
+    return f"{asked.total() - held} extraction calls planned, {held} already cached"
 
 
 def _cassette_coverage(path: Path, asked: Counter[str]) -> str:

@@ -200,7 +200,16 @@ def dry_run(config: EvalsConfig) -> str:
         expected=corpus.expected_graphs(),
         judge_coverage=True,
     )
-    return plan.render()
+    if not config.bench.corpora:
+        return plan.render()
+    # The run materialises the bench too: its calls are part of what it would spend.
+    from .bench_cli import bench_plan
+    from .core.bench.gold import load_gold
+
+    golds = [
+        load_gold(name, path, config.bench.split) for name, path in config.bench.corpora.items()
+    ]
+    return plan.render() + "\n\n" + bench_plan(config, golds)
 
 
 SUBCOMMANDS = {

@@ -60,6 +60,7 @@ class MaterializeResult:
     failed_steps: list[str] = field(default_factory=list)
     report_path: Path | None = None
     bench_calls: int = 0
+    bench_cache_hits: int = 0
     bench_replayed: int = 0
     bench_misses: int = 0
     bench_reports: list[Path] = field(default_factory=list)
@@ -112,6 +113,7 @@ def _run(
             outcome.bench_reports.append(Path(str(meta["bench_report_md"].value)))
         if "bench_calls" in meta:
             outcome.bench_calls += int(meta["bench_calls"].value)  # type: ignore[arg-type]
+            outcome.bench_cache_hits += int(meta["bench_cache_hits"].value)  # type: ignore[arg-type]
             outcome.bench_replayed += int(meta["bench_replayed"].value)  # type: ignore[arg-type]
             outcome.bench_misses += int(meta["bench_cassette_misses"].value)  # type: ignore[arg-type]
         if "judge_calls" in meta:
@@ -255,8 +257,8 @@ def print_summary(outcome: MaterializeResult) -> None:
         f"from cassettes or the oracle ({outcome.cassette_misses} cassette misses){failed}; "
         f"{outcome.judge_calls} judge "
         f"calls, {outcome.judge_cache_hits} answered from the judge cache; "
-        f"{outcome.bench_calls} bench calls ({outcome.bench_replayed} replayed, "
-        f"{outcome.bench_misses} cassette misses)",
+        f"{outcome.bench_calls} bench calls ({outcome.bench_cache_hits} answered from the "
+        f"cache, {outcome.bench_replayed} replayed, {outcome.bench_misses} cassette misses)",
         file=sys.stderr,
     )
 

@@ -110,6 +110,29 @@ def test_webnlg_dev_file_is_a_gold_partition_and_the_oracle_scores_one(tmp_path:
     assert str(bench_key("oracle", "webnlg")) == "oracle|webnlg"
 
 
+@pytest.mark.skipif(not WEBNLG.exists(), reason="WebNLG data not present beside the repository")
+def test_a_bench_cassette_recorded_for_other_texts_is_warned_about_not_scored_silently(
+    tmp_path: Path,
+) -> None:
+    """The shipped bench cassettes cover corpus/cases, not WebNLG: every rules episode is a
+    cassette miss, which a WARN check and the report's note say (its F1 0.000 measures that)."""
+    config = _bench_config(tmp_path, {"webnlg": WEBNLG})
+    config = config.model_copy(
+        update={
+            "bench": config.bench.model_copy(
+                update={"backends": {"oracle": "oracle", "rules": f"cassette:path={BENCH_RULES}"}}
+            )
+        }
+    )
+    outcome = MaterializeResult()
+    ok = materialize_bench(config, build_definitions(config), DagsterInstance.ephemeral(), outcome)
+    assert ok and outcome.success  # a shortfall is an error rate, not an abort
+    [warning] = [w for w in outcome.warnings if "cassette_coverage" in w]
+    assert warning.startswith("bench_runs[rules|webnlg] cassette_coverage: 300 of 300 ")
+    (md,) = outcome.bench_reports
+    assert "- rules: 300 of 300 episodes errored, 300 of them cassette misses" in md.read_text()
+
+
 def test_oracle_shortfalls_name_the_row_and_rate() -> None:
     report = {
         "kind": "cases",
@@ -197,6 +220,48 @@ def test_bench_dry_run_counts_what_a_recorded_backends_cassette_already_holds(
     assert "0 extraction calls planned, 20 already recorded" in capsys.readouterr().out
     assert cli_main([*argv, "--backend", f"{live},model=bigger"]) == 0
     assert "would abort: cannot record into" in capsys.readouterr().out
+
+
+def test_bench_dry_run_counts_what_the_extraction_cache_already_answers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run answers a live backend's cached calls from the bench extraction cache: only the
+    rest are calls, as the main command's plan counts them."""
+    from evals_pipeline.core.bench.gold import load_gold
+    from evals_pipeline.core.bench.runner import BENCH_BUDGETS
+    from evals_pipeline.core.cassettes.cache import backend_fingerprint, cache_path
+    from evals_pipeline.core.extractors.specs import parse_backend_spec
+
+    spec = "oai-http:url=http://127.0.0.1:9/v1/chat/completions,model=rules-tidy"
+    gold = load_gold("cases", CASES, "all")
+    fingerprint = backend_fingerprint(
+        parse_backend_spec(spec), corpus_digest=gold.digest, budgets=BENCH_BUDGETS
+    )
+    cached = cache_path(tmp_path / "cache" / "bench", "local", fingerprint)
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes(BENCH_RULES.read_bytes())  # the same calls: every one answered
+    argv = ["bench", "--dry-run", "--out", str(tmp_path / "out"), "--gold", f"cases={CASES}"]
+    argv += ["--cache-dir", str(tmp_path / "cache"), "--backend", f"local={spec}"]
+    assert cli_main(argv) == 0
+    assert "local: live oai-http:" in (out := capsys.readouterr().out)
+    assert "0 extraction calls planned, 40 already cached" in out
+
+
+def test_the_main_dry_run_plans_the_bench_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run materialises the bench after the reports: its calls are part of the plan."""
+    config = tmp_path / "evals.yaml"
+    live = "oai-http:url=http://127.0.0.1:9/v1/chat/completions"
+    config.write_text(
+        f"backends: {{oracle: oracle}}\nreference: oracle\nmodes: [freeform]\n"
+        f"corpus: {REPO / 'corpus' / 'prose' / 'chunks.jsonl'}\n"
+        f"bench: {{backends: {{oracle: oracle, local: '{live}'}}, corpora: {{cases: {CASES}}}}}\n"
+    )
+    assert cli_main(["--config", str(config), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "bench plan (dry run: no call made, nothing written)" in out
+    assert "local: live oai-http:" in out and "40 extraction calls planned" in out
 
 
 def test_bench_dry_run_checks_each_cassette_as_the_run_would(

@@ -33,7 +33,7 @@ from ..core.bench.runner import merge_rows, row_cost, write_run
 from ..core.config import EvalsConfig
 from ..partitions import backend_crossed, crossed_key, split_crossed
 from ..resources import EvalsResource
-from .extraction import LLM_POOL
+from .extraction import COVERAGE_CHECK, LLM_POOL
 from .reports import fan_in
 
 GOLD = "gold_corpus"
@@ -108,10 +108,21 @@ def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         group_name="bench",
         pool=LLM_POOL,
         ins={"gold_corpus": AssetIn(partition_mapping=BY_GOLD)},
+        check_specs=[
+            AssetCheckSpec(
+                COVERAGE_CHECK,
+                asset="bench_runs",
+                description=(
+                    "Every extraction was in the replayed cassette. A miss (a cassette recorded "
+                    "for other cases, texts or prompts) counts as an episode error (WARN, not "
+                    "blocking); the row then measures the cassette, not the model."
+                ),
+            )
+        ],
     )
     def bench_runs(
         context: AssetExecutionContext, evals: EvalsResource, gold_corpus: dict[str, Any]
-    ) -> Output[dict]:
+    ) -> Iterator[Any]:
         """One backend cast over one gold corpus: counts per episode, pooled rates."""
         backend, name = _split(context.partition_key)
         gold = evals.gold(name)
@@ -140,7 +151,22 @@ def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             "requests": sum(int(e["counts"].get("requests", 0)) for e in episodes),
             "spec": row["spec"],
         }
-        return Output(report, metadata=metadata)
+        yield Output(report, metadata=metadata)
+        cassette = evals.config.bench_specs[backend].cassette_path
+        yield AssetCheckResult(
+            check_name=COVERAGE_CHECK,
+            passed=extractor.misses == 0,
+            severity=AssetCheckSeverity.WARN,
+            description=(
+                f"{extractor.misses} of {extractor.misses + extractor.replayed} extractions are "
+                f"not in {cassette or 'the cassette'} under {evals.config.bench.ontology_mode} "
+                f"prompts for {name}: the cassette was recorded for other cases, texts or "
+                "prompts, and they count as episode errors. Record one for this gold corpus "
+                "against a live backend (evals-pipeline bench --record-cassette)"
+                if extractor.misses
+                else "no cassette miss"
+            ),
+        )
 
     @asset(
         partitions_def=golds,

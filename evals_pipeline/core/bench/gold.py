@@ -241,6 +241,7 @@ def render_gold_markdown(report: Mapping[str, Any]) -> str:
         "| row | precision | recall | F1 | tp | fp | fn | errors |",
         "|---|---|---|---|---|---|---|---|",
     ]
+    notes = []
     for name, row in rows.items():
         r, c = row["rates"], row["counts"]
         errors = sum(e["status"] != "ok" for e in row["episodes"])
@@ -248,4 +249,20 @@ def render_gold_markdown(report: Mapping[str, Any]) -> str:
             f"| {name} | {r['triple_precision']:.3f} | {r['triple_recall']:.3f} | "
             f"{r['triple_f1']:.3f} | {c['tp']} | {c['fp']} | {c['fn']} | {errors} |"
         )
+        if errors:
+            misses = sum("cassette miss" in e.get("error", "") for e in row["episodes"])
+            why = f", {misses} of them cassette misses" if misses else ""
+            notes.append(
+                f"- {name}: {errors} of {len(row['episodes'])} episodes errored{why}. An errored "
+                "episode counts every gold triple as missed: its scores measure the failure, "
+                "not the model"
+                + (
+                    " (a cassette recorded for other texts or prompts: record one for this "
+                    "file with --record-cassette)"
+                    if misses
+                    else ""
+                )
+            )
+    if notes:
+        lines += ["", *notes]
     return "\n".join(lines) + "\n"
