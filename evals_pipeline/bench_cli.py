@@ -198,7 +198,8 @@ def main(argv: Sequence[str]) -> int:
         return 2
     print_problems(outcome, verbose=args.verbose)
     print(
-        f"{outcome.bench_calls} bench calls ({outcome.bench_replayed} replayed, "
+        f"{outcome.bench_calls} bench calls ({outcome.bench_cache_hits} answered from the "
+        f"cache, {outcome.bench_replayed} replayed, "
         f"{outcome.bench_misses} cassette misses)",
         file=sys.stderr,
     )

@@ -299,7 +299,7 @@ def test_bench_dry_run_counts_the_second_answer_a_recast_needs(
     assert "36 records, covers 36 of 40 extractions (the rest fail as cassette misses" in plan
     assert cli_main([a for a in argv if a != "--dry-run"]) == 0  # misses are errors, no abort
     err = capsys.readouterr().err
-    assert "0 bench calls (76 replayed, 4 cassette misses)" in err  # 36 oracle + 40 once - 4
+    assert "0 bench calls (0 answered from the cache, 76 replayed, 4 cassette misses)" in err
 
 
 def test_a_failed_step_is_named_with_its_error_in_one_line(
