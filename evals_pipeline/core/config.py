@@ -210,6 +210,12 @@ class EvalsConfig(BaseModel):
                 "golden_dir": fix(self.golden_dir),
                 "claims_baseline": fix(self.claims_baseline) if self.claims_baseline else None,
                 "prices": fix(self.prices) if self.prices else None,
+                # A URL (s3://, memory://) stays as written; a plain path is a path like the rest.
+                "asset_storage": (
+                    str(fix(Path(self.asset_storage)))
+                    if self.asset_storage and "://" not in self.asset_storage
+                    else self.asset_storage
+                ),
                 "judge": self.judge.model_copy(update={"cache": fix(self.judge.cache)}),
                 "bench": self.bench.model_copy(
                     update={

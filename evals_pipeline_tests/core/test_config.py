@@ -36,6 +36,15 @@ def test_relative_paths_resolve_against_the_file(tmp_path: Path) -> None:
     assert config.active_modes == ("freeform",)  # no ontology
 
 
+def test_asset_storage_resolves_against_the_file_unless_it_is_a_url(tmp_path: Path) -> None:
+    """`dagster dev` and the driver started from other folders must share one store."""
+    base = "backends: {a: oracle}\nreference: a\n"
+    local = load_config(write(tmp_path, base + "asset_storage: relstore\n"))
+    assert local.asset_storage == str(tmp_path / "relstore")
+    url = load_config(write(tmp_path, base + "asset_storage: 's3://bucket/evals'\n"))
+    assert url.asset_storage == "s3://bucket/evals"
+
+
 @pytest.mark.parametrize(
     ("text", "field", "problem"),
     [
