@@ -105,7 +105,7 @@ Return one JSON object and nothing else, of this shape:
 Rules:
 - source and target: names copied exactly from the entity list given.
 - Direction matters: the source is the subject of the stated relation, the target its object.
-- relation: a short UPPER_SNAKE_CASE relation type.$relation_rule
+- relation: $relation_form$relation_rule
 - fact: one sentence stating the relation as the text does.
 - quote: a short verbatim span of the text that states the relation.
 - Only relations the text states.
@@ -242,6 +242,9 @@ def _relation_vocabulary(ontology: Ontology) -> str:
     return "\n".join(lines)
 
 
+_UPPER_SNAKE = re.compile(r"[A-Z][A-Z0-9_]*")
+
+
 def _system_prompts(options: ExtractOptions) -> tuple[str, str]:
     """(entity system, edge system): they depend on the options only, not on the episode.
 
@@ -249,7 +252,16 @@ def _system_prompts(options: ExtractOptions) -> tuple[str, str]:
     allowed when nothing fits. strict: the ontology is a closed list.
     """
     type_rule = relation_rule = ent_onto = rel_onto = ""
+    relation_form = "a short UPPER_SNAKE_CASE relation type."
     ontology = options.ontology
+    if (
+        ontology is not None
+        and options.mode != "freeform"
+        and any(not _UPPER_SNAKE.fullmatch(t.name) for t in ontology.relation_types)
+    ):
+        # A vocabulary in another spelling (WebNLG's camelCase): the rule must not contradict
+        # the list it points to.
+        relation_form = "a relation type, spelled as the listed ones are."
     if options.mode == "open" and ontology is not None:
         type_rule = " Prefer a type from the suggested list; use another only when none fits."
         relation_rule = (
@@ -265,13 +277,26 @@ def _system_prompts(options: ExtractOptions) -> tuple[str, str]:
             " The relation MUST be one of the listed relation types, with endpoints of the"
             " listed types; omit relations that fit none."
         )
+        if not ontology.entity_types:  # no type vocabulary (WebNLG's): relations only
+            relation_rule = (
+                " The relation MUST be one of the listed relation types; omit relations that"
+                " fit none."
+            )
         ent_onto = "\n\nAllowed entity types (closed list):\n" + _entity_vocabulary(ontology)
         rel_onto = "\n\nAllowed relation types (closed list, source -> target):\n" + (
             _relation_vocabulary(ontology)
         )
+    if ontology is not None and not ontology.entity_types:
+        # Nothing to suggest or close: the model types entities freely, as in freeform mode,
+        # rather than being told to pick from an empty list.
+        type_rule = ent_onto = ""
+    if ontology is not None and not ontology.relation_types:
+        relation_rule = rel_onto = ""
     return (
         ENTITY_SYSTEM.substitute(type_rule=type_rule, ontology=ent_onto),
-        EDGE_SYSTEM.substitute(relation_rule=relation_rule, ontology=rel_onto),
+        EDGE_SYSTEM.substitute(
+            relation_form=relation_form, relation_rule=relation_rule, ontology=rel_onto
+        ),
     )
 
 

@@ -132,3 +132,19 @@ def test_the_judge_and_claim_prompts_fence_their_text_too() -> None:
     for user in rendered:
         assert user.count("</document>") == 1
         assert "<\\/document>\nScore every item" in user
+
+
+def test_a_vocabulary_without_entity_types_asks_for_no_pick_from_an_empty_list() -> None:
+    """WebNLG's ontologies list relations only, in camelCase: the strict prompts must not ask
+    for a type from an empty closed list, nor for UPPER_SNAKE_CASE names the list lacks."""
+    webnlg = Ontology(name="Airport", relation_types=(RelationType(name="runwayLength"),))
+    entity, edge = _system_prompts(ExtractOptions.for_mode("strict", webnlg))
+    free_entity, _ = _system_prompts(ExtractOptions.for_mode("freeform", None))
+    assert entity == free_entity  # types chosen freely: there is no list to choose from
+    assert "closed list" not in entity and "MUST" not in entity
+    assert "- runwayLength" in edge and "UPPER_SNAKE_CASE" not in edge
+    assert "spelled as the listed ones are" in edge and "endpoints" not in edge
+    # A vocabulary in the prompts' own spelling renders as it always has (cassette keys hold).
+    prose = _ontology("X")
+    _, usual = _system_prompts(ExtractOptions.for_mode("strict", prose))
+    assert "- relation: a short UPPER_SNAKE_CASE relation type. The relation MUST" in usual
