@@ -24,14 +24,22 @@ from .core.reports.files import write_atomic
 _REMATERIALISE = "materialise that partition again"
 
 
+class StoredValueMissing(InputFileError, FileNotFoundError):
+    """An upstream partition was never materialised: named, with what to do. Still a
+    FileNotFoundError, which Dagster's UPathIOManager reads as "this partition is missing"."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, "no stored value here: materialise that partition first")
+
+
 def read_table(path: str) -> pd.DataFrame:
-    """A stored table, as every reader of one reads it; one that is not Parquet (cut short by
-    a crash elsewhere, say) is an InputFileError naming it."""
+    """A stored table, as every reader of one reads it; one that is missing, or not Parquet
+    (cut short by a crash elsewhere, say), is an InputFileError naming it."""
     try:
         return pd.read_parquet(path, engine="pyarrow")
     except (pa.ArrowException, OSError) as exc:
         if isinstance(exc, FileNotFoundError):
-            raise
+            raise StoredValueMissing(path) from None
         raise InputFileError(
             path, f"not a readable Parquet table ({exc}): {_REMATERIALISE}"
         ) from exc
@@ -67,9 +75,7 @@ class StoredTable:
 
     def read(self) -> pd.DataFrame:
         if not UPath(self.path).exists():
-            raise InputFileError(
-                self.path, "no stored table here: materialise that partition first"
-            )
+            raise StoredValueMissing(self.path)
         return read_table(self.path)
 
 
@@ -99,6 +105,8 @@ class _JsonIOManager(UPathIOManager):
     def load_from_path(self, context: InputContext, path: UPath) -> Any:
         try:
             return json.loads(path.read_text())
+        except FileNotFoundError:
+            raise StoredValueMissing(str(path)) from None
         except (ValueError, UnicodeDecodeError) as exc:
             raise InputFileError(
                 str(path), f"not a stored JSON value ({exc}): {_REMATERIALISE}"

@@ -53,5 +53,5 @@ def test_a_stored_value_that_cannot_be_read_is_named(tmp_path: Path) -> None:
     torn.write_bytes(b"PAR1 not really")
     with pytest.raises(InputFileError, match="not a readable Parquet table"):
         StoredTable(str(torn)).read()
-    with pytest.raises(InputFileError, match="no stored table here"):
+    with pytest.raises(InputFileError, match="no stored value here"):
         StoredTable(str(tmp_path / "missing.parquet")).read()

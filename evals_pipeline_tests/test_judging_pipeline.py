@@ -222,7 +222,7 @@ def test_a_judging_step_reads_only_its_backend_and_the_reference(
         assert _run(defs, instance, ["judge_verdicts"], key, outcome, True), outcome
         # The pairwise step reads every table: the missing one is named.
         assert not _run(defs, instance, ["pairwise_tallies"], "strict", outcome, True)
-    assert any(f"{sloppy}: no stored table here" in line for line in outcome.failed_steps), outcome
+    assert any(f"{sloppy}: no stored value here" in line for line in outcome.failed_steps), outcome
 
 
 def test_a_judge_that_gives_no_verdict_is_warned_and_scores_nothing(

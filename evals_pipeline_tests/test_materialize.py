@@ -395,3 +395,20 @@ def test_a_failed_step_line_names_our_error_not_the_os_error_under_it() -> None:
     )
     assert step_error_line(disk) == ": OSError: [Errno 28] No space left on device"
     assert step_error_line(None) == ""
+
+
+def test_a_partition_whose_upstream_was_never_materialised_names_what_to_materialise(
+    tmp_path: Path,
+) -> None:
+    """`dagster asset materialize --select extractions --partition rules|open` before
+    corpus[open]: the step names the missing stored value and what to do, one line."""
+    from evals_pipeline.materialize import MaterializeResult, _run
+
+    config = make_config(tmp_path, SHIPPED, modes=("open",))
+    defs = build_definitions(config)
+    outcome = MaterializeResult()
+    with DagsterInstance.ephemeral() as instance:
+        assert not _run(defs, instance, ["extractions"], "rules|open", outcome, True)
+    [line] = outcome.failed_steps
+    assert "StoredValueMissing" in line and "corpus/open.parquet: no stored value here" in line
+    assert "materialise that partition first" in line
