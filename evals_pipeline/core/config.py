@@ -161,6 +161,10 @@ class EvalsConfig(BaseModel):
                 raise InputFileError(
                     source, f"gold corpus {problem}", field=f"bench.corpora.{name}"
                 )
+        if self.max_concurrent and self.executor != "multiprocess":
+            raise InputFileError(  # it would be ignored: the in-process executor runs one step
+                source, "only with executor: multiprocess", field="max_concurrent"
+            )
         return self
 
     def check_inputs(self, source: Path | str) -> EvalsConfig:

@@ -48,6 +48,11 @@ def test_asset_storage_resolves_against_the_file_unless_it_is_a_url(tmp_path: Pa
 @pytest.mark.parametrize(
     ("text", "field", "problem"),
     [
+        (
+            "backends: {a: oracle}\nreference: a\nmax_concurrent: 4\n",
+            "max_concurrent",
+            "only with executor: multiprocess",
+        ),
         ("backends: {a: antropic}\nreference: a\n", "backends.a", "unknown backend kind"),
         (
             "backends: {a: oracle}\nreference: a\nbench: {backends: {x: 'casette:path=p'}}\n",
