@@ -118,9 +118,9 @@ def _cached_plan(config: EvalsConfig, name: str, gold: GoldCorpus, asked: Counte
     path = cache_path(config.cache_dir / "bench", name, fingerprint)
     try:
         cached = load_cassette(path, consume=False, missing_ok=True)
-    except CassetteError:
-        cached = None  # the run would call them afresh
-    held = sum(min(times, cached.answers(key)) for key, times in asked.items()) if cached else 0
+    except CassetteError as exc:  # the run loads it the same way, and fails there
+        return f"would abort: {exc}"
+    held = sum(min(times, cached.answers(key)) for key, times in asked.items())
     return f"{asked.total() - held} extraction calls planned, {held} already cached"
 
 
@@ -136,7 +136,10 @@ def _cassette_coverage(path: Path, asked: Counter[str]) -> str:
     calls = asked.total()
     note = f"{len(cassette)} records, covers {covered} of {calls} extractions"
     if covered < calls:
-        note += " (the rest fail as cassette misses: re-record after a prompt or schema change)"
+        note += (
+            " (the rest fail as cassette misses: the cassette was recorded for other cases, "
+            "texts, prompts or schemas; record one for these)"
+        )
     return note + ", no calls"
 
 

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .core.config import DEFAULT_SCOPE, EvalsConfig, JudgeConfig, default_config_path, load_config
-from .core.errors import EvalsError
+from .core.errors import ConfigError, EvalsError
 from .core.extractors.specs import parse_named_backend
 from .core.models import ONTOLOGY_MODES, OntologyMode
 from .core.ontology import load_ontology
@@ -206,10 +206,16 @@ def dry_run(config: EvalsConfig) -> str:
     from .bench_cli import bench_plan
     from .core.bench.gold import load_gold
 
-    golds = [
-        load_gold(name, path, config.bench.split) for name, path in config.bench.corpora.items()
-    ]
-    return plan.render() + "\n\n" + bench_plan(config, golds)
+    golds = []
+    for name, path in config.bench.corpora.items():
+        try:
+            golds.append(load_gold(name, path, config.bench.split))
+        except EvalsError as exc:
+            raise ConfigError(f"bench.corpora.{name}: {exc}") from exc
+    bench = bench_plan(config, golds)
+    if "would abort" in bench:  # after the whole prose run: say so where guards are read
+        bench += "\nguards: the bench would abort a real run (its 'would abort' lines above)"
+    return plan.render() + "\n\n" + bench
 
 
 SUBCOMMANDS = {

@@ -18,18 +18,26 @@ import pyarrow as pa
 from dagster import ConfigurableIOManagerFactory, InputContext, OutputContext, UPathIOManager
 from upath import UPath
 
-from .core.errors import InputFileError
+from .core.errors import EvalsError, InputFileError
 from .core.reports.files import write_atomic
 
 _REMATERIALISE = "materialise that partition again"
 
 
-class StoredValueMissing(InputFileError, FileNotFoundError):
+class StoredValueMissing(EvalsError, FileNotFoundError):
     """An upstream partition was never materialised: named, with what to do. Still a
-    FileNotFoundError, which Dagster's UPathIOManager reads as "this partition is missing"."""
+    FileNotFoundError, which Dagster's UPathIOManager reads as "this partition is missing".
+    The path is kept as written (a URL such as s3://... too)."""
 
     def __init__(self, path: str) -> None:
-        super().__init__(path, "no stored value here: materialise that partition first")
+        self.path = path
+        super().__init__(f"{path}: no stored value here: materialise that partition first")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[type[StoredValueMissing], tuple[str]]:
+        return (type(self), (self.path,))
 
 
 def read_table(path: str) -> pd.DataFrame:

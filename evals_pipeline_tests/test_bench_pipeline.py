@@ -245,6 +245,12 @@ def test_bench_dry_run_counts_what_the_extraction_cache_already_answers(
     assert cli_main(argv) == 0
     assert "local: live oai-http:" in (out := capsys.readouterr().out)
     assert "0 extraction calls planned, 40 already cached" in out
+    # A corrupt cache fails the run when it loads: the plan says so, not "calls afresh".
+    with cached.open("a") as handle:
+        handle.write("{not a record}\n")
+    assert cli_main(argv) == 0
+    assert "local: live oai-http:" in (out := capsys.readouterr().out)
+    assert "would abort: corrupt cassette" in out
 
 
 def test_the_main_dry_run_plans_the_bench_too(
@@ -262,6 +268,11 @@ def test_the_main_dry_run_plans_the_bench_too(
     out = capsys.readouterr().out
     assert "bench plan (dry run: no call made, nothing written)" in out
     assert "local: live oai-http:" in out and "40 extraction calls planned" in out
+    # A gold corpus that does not load is named by its field.
+    (tmp_path / "not-gold").mkdir()
+    config.write_text(config.read_text().replace(str(CASES), str(tmp_path / "not-gold")))
+    assert cli_main(["--config", str(config), "--dry-run"]) == 2
+    assert "bench.corpora.cases: " in capsys.readouterr().err
 
 
 def test_bench_dry_run_checks_each_cassette_as_the_run_would(

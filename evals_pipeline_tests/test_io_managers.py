@@ -12,6 +12,7 @@ from upath import UPath
 from evals_pipeline.core.errors import InputFileError
 from evals_pipeline.io_managers import (
     StoredTable,
+    StoredValueMissing,
     _JsonIOManager,
     _ParquetIOManager,
 )
@@ -53,5 +54,25 @@ def test_a_stored_value_that_cannot_be_read_is_named(tmp_path: Path) -> None:
     torn.write_bytes(b"PAR1 not really")
     with pytest.raises(InputFileError, match="not a readable Parquet table"):
         StoredTable(str(torn)).read()
-    with pytest.raises(InputFileError, match="no stored value here"):
+    with pytest.raises(StoredValueMissing, match="no stored value here"):
         StoredTable(str(tmp_path / "missing.parquet")).read()
+
+
+def test_a_missing_value_is_named_and_still_a_file_not_found_error(tmp_path: Path) -> None:
+    """Dagster's UPathIOManager reads a FileNotFoundError as a missing partition: ours is one,
+    naming the path as written (a URL too) and what to do; it survives pickling."""
+    import pickle
+
+    from evals_pipeline.io_managers import read_table
+
+    missing = UPath(tmp_path / "plans" / "open.json")
+    with pytest.raises(FileNotFoundError) as err:
+        _JsonIOManager(base_path=UPath(tmp_path)).load_from_path(CONTEXT, missing)
+    assert isinstance(err.value, StoredValueMissing)
+    assert str(err.value) == f"{missing}: no stored value here: materialise that partition first"
+    with pytest.raises(StoredValueMissing):
+        read_table(str(tmp_path / "corpus" / "open.parquet"))
+    remote = StoredValueMissing("memory://evals/corpus/open.parquet")
+    assert str(remote).startswith("memory://evals/corpus/open.parquet: no stored value here")
+    again = pickle.loads(pickle.dumps(remote))
+    assert str(again) == str(remote) and again.path == remote.path

@@ -82,8 +82,9 @@ class EvalsConfig(BaseModel):
     executor: Literal["in_process", "multiprocess"] = "in_process"
     max_concurrent: int = Field(default=0, ge=0)
     # Where asset values (Parquet tables, JSON plans and reports) live: an fsspec URL such as
-    # s3://bucket/evals (with s3fs installed), so steps on other machines share them, or an
-    # absolute folder. None: <cache_dir>/assets. See docs/scale-out.md.
+    # s3://bucket/evals (with s3fs installed), so steps on other machines share them, or a
+    # folder (a relative one resolves against the project file). None: <cache_dir>/assets.
+    # See docs/scale-out.md.
     asset_storage: str | None = None
     # The claim-extraction golden set and its gate baseline (None: `<golden_dir>/baseline.json`).
     golden_dir: Path = Path("corpus/golden")
@@ -161,9 +162,11 @@ class EvalsConfig(BaseModel):
                 raise InputFileError(
                     source, f"gold corpus {problem}", field=f"bench.corpora.{name}"
                 )
-        if self.max_concurrent and self.executor != "multiprocess":
+        if self.max_concurrent and self.executor == "in_process":
             raise InputFileError(  # it would be ignored: the in-process executor runs one step
-                source, "only with executor: multiprocess", field="max_concurrent"
+                source,
+                "not with executor: in_process (it runs one step at a time)",
+                field="max_concurrent",
             )
         return self
 

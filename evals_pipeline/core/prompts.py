@@ -291,7 +291,13 @@ def _system_prompts(options: ExtractOptions) -> tuple[str, str]:
         # rather than being told to pick from an empty list.
         type_rule = ent_onto = ""
     if ontology is not None and not ontology.relation_types:
-        relation_rule = rel_onto = ""
+        rel_onto = ""
+        # Strict: a closed vocabulary without relations allows none; open: relations are free.
+        relation_rule = (
+            ' This vocabulary lists no relation types: return {"edges": []}.'
+            if options.mode == "strict"
+            else ""
+        )
     return (
         ENTITY_SYSTEM.substitute(type_rule=type_rule, ontology=ent_onto),
         EDGE_SYSTEM.substitute(

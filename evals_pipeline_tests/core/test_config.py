@@ -51,7 +51,7 @@ def test_asset_storage_resolves_against_the_file_unless_it_is_a_url(tmp_path: Pa
         (
             "backends: {a: oracle}\nreference: a\nmax_concurrent: 4\n",
             "max_concurrent",
-            "only with executor: multiprocess",
+            "not with executor: in_process",
         ),
         ("backends: {a: antropic}\nreference: a\n", "backends.a", "unknown backend kind"),
         (

@@ -148,3 +148,15 @@ def test_a_vocabulary_without_entity_types_asks_for_no_pick_from_an_empty_list()
     prose = _ontology("X")
     _, usual = _system_prompts(ExtractOptions.for_mode("strict", prose))
     assert "- relation: a short UPPER_SNAKE_CASE relation type. The relation MUST" in usual
+
+
+def test_a_closed_vocabulary_without_relation_types_allows_none() -> None:
+    """Strict: a vocabulary listing entity types only closes relations too (none allowed);
+    open: relations are free."""
+    types_only = Ontology(name="t", entity_types=(EntityType(name="Person"),))
+    _, strict = _system_prompts(ExtractOptions.for_mode("strict", types_only))
+    _, open_ = _system_prompts(ExtractOptions.for_mode("open", types_only))
+    _, free = _system_prompts(ExtractOptions.for_mode("freeform", None))
+    assert 'This vocabulary lists no relation types: return {"edges": []}.' in strict
+    assert "closed list" not in strict
+    assert open_ == free

@@ -190,7 +190,7 @@ def run_webnlg(
                 "case": f"webnlg/{category}",
                 "source_id": name,
                 "status": "ok" if run.ok else "error",
-                **({} if run.ok else {"error": run.error or ""}),
+                **({} if run.ok else {"error": run.error or "", "error_type": run.error_type}),
                 "counts": {
                     "triples_tp": tp,
                     "triples_produced": tp + fp,
@@ -250,7 +250,7 @@ def render_gold_markdown(report: Mapping[str, Any]) -> str:
             f"{r['triple_f1']:.3f} | {c['tp']} | {c['fp']} | {c['fn']} | {errors} |"
         )
         if errors:
-            misses = sum("cassette miss" in e.get("error", "") for e in row["episodes"])
+            misses = sum(e.get("error_type") == "CassetteMiss" for e in row["episodes"])
             why = f", {misses} of them cassette misses" if misses else ""
             notes.append(
                 f"- {name}: {errors} of {len(row['episodes'])} episodes errored{why}. An errored "
