@@ -23,10 +23,10 @@ from pathlib import Path
 from .cli import named_paths, positive_int
 from .core.bench.gold import GoldCorpus, load_gold
 from .core.bench.runner import BENCH_BUDGETS
-from .core.cassettes.cache import backend_fingerprint, cache_path
+from .core.cassettes.cache import extraction_cache_path
 from .core.cassettes.keys import extract_key
 from .core.cassettes.record import check_record_target
-from .core.cassettes.store import load_cassette
+from .core.cassettes.store import Cassette, load_cassette
 from .core.config import BenchConfig, EvalsConfig
 from .core.errors import CassetteError, EvalsError
 from .core.extractors.specs import BackendSpec, parse_named_backend
@@ -99,6 +99,12 @@ def bench_plan(config: EvalsConfig, golds: Sequence[GoldCorpus]) -> str:
     return "\n".join(lines)
 
 
+def _answered(cassette: Cassette, asked: Counter[str]) -> int:
+    """How many of `asked` (key -> times) `cassette` answers: a recast asks one key twice and
+    is served FIFO, so it needs two recorded answers."""
+    return sum(min(times, cassette.answers(key)) for key, times in asked.items())
+
+
 def _recording_plan(spec: BackendSpec, target: Path, asked: Counter[str]) -> str:
     """The calls a recorded live backend makes: those its cassette does not already answer
     (it is served what it holds), or why the run would refuse the cassette."""
@@ -107,20 +113,24 @@ def _recording_plan(spec: BackendSpec, target: Path, asked: Counter[str]) -> str
         recorded = load_cassette(target, consume=False, missing_ok=True, locked=True)
     except CassetteError as exc:
         return f"would abort: {exc}"
-    held = sum(min(times, recorded.answers(key)) for key, times in asked.items())
+    held = _answered(recorded, asked)
     return f"{asked.total() - held} extraction calls planned, {held} already recorded"
 
 
 def _cached_plan(config: EvalsConfig, name: str, gold: GoldCorpus, asked: Counter[str]) -> str:
     """The calls a live backend makes: those its bench extraction cache does not answer."""
-    spec = config.bench_specs[name]
-    fingerprint = backend_fingerprint(spec, corpus_digest=gold.digest, budgets=BENCH_BUDGETS)
-    path = cache_path(config.cache_dir / "bench", name, fingerprint)
+    path = extraction_cache_path(
+        config.cache_dir / "bench",
+        name,
+        config.bench_specs[name],
+        corpus_digest=gold.digest,
+        budgets=BENCH_BUDGETS,
+    )
     try:
         cached = load_cassette(path, consume=False, missing_ok=True)
     except CassetteError as exc:  # the run loads it the same way, and fails there
         return f"would abort: {exc}"
-    held = sum(min(times, cached.answers(key)) for key, times in asked.items())
+    held = _answered(cached, asked)
     return f"{asked.total() - held} extraction calls planned, {held} already cached"
 
 
@@ -131,8 +141,7 @@ def _cassette_coverage(path: Path, asked: Counter[str]) -> str:
         cassette = load_cassette(path, consume=False)
     except CassetteError as exc:
         return f"would abort: {exc}"
-    # A recast asks one key twice and is served FIFO: it needs two recorded answers.
-    covered = sum(min(times, cassette.answers(key)) for key, times in asked.items())
+    covered = _answered(cassette, asked)
     calls = asked.total()
     note = f"{len(cassette)} records, covers {covered} of {calls} extractions"
     if covered < calls:

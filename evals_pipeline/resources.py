@@ -24,7 +24,7 @@ from pydantic import Field
 
 from .core.bench.gold import GoldCorpus, load_gold
 from .core.bench.runner import BENCH_BUDGETS
-from .core.cassettes.cache import CachingExtractor, backend_fingerprint, cache_path
+from .core.cassettes.cache import CachingExtractor, extraction_cache_path
 from .core.cassettes.record import RecordingExtractor, check_record_target
 from .core.config import EvalsConfig
 from .core.corpus import ProseCorpus, load_prose_corpus
@@ -265,5 +265,6 @@ def _cache_file(
     (so its cassette is not hashed for a fingerprint)."""
     if inner.local:
         return None
-    fingerprint = backend_fingerprint(spec, corpus_digest=corpus_digest, budgets=budgets)
-    return cache_path(cache_dir, backend, fingerprint)
+    return extraction_cache_path(
+        cache_dir, backend, spec, corpus_digest=corpus_digest, budgets=budgets
+    )

@@ -15,7 +15,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from .cassettes.cache import backend_fingerprint, cache_path
+from .cassettes.cache import extraction_cache_path
 from .cassettes.keys import extract_key
 from .cassettes.record import check_record_target
 from .cassettes.store import (
@@ -295,10 +295,12 @@ def plan_run(
         # cache, so the cassette gets every call once.
         cache = None
         if action == "live":
-            cache_file = cache_path(
+            cache_file = extraction_cache_path(
                 config.cache_dir,
                 name,
-                backend_fingerprint(spec, corpus_digest=corpus_digest, budgets=config.budgets),
+                spec,
+                corpus_digest=corpus_digest,
+                budgets=config.budgets,
             )
             plan.cache_path = str(cache_file)
             cache = _cache_for_plan(cache_file if record is None else record)

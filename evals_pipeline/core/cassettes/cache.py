@@ -49,6 +49,19 @@ def cache_path(cache_dir: Path, backend: str, fingerprint: str) -> Path:
     return cache_dir / "extractions" / f"{backend}-{fingerprint}.jsonl"
 
 
+def extraction_cache_path(
+    cache_dir: Path,
+    backend: str,
+    spec: BackendSpec,
+    *,
+    corpus_digest: str,
+    budgets: Sequence[int],
+) -> Path:
+    """Where `backend`'s extraction cache lives: the run, its plan and the dry runs ask here."""
+    fingerprint = backend_fingerprint(spec, corpus_digest=corpus_digest, budgets=budgets)
+    return cache_path(cache_dir, backend, fingerprint)
+
+
 class CachingExtractor(Extractor):
     """Serve from the cache when the key is there; otherwise call `inner` and remember it.
 

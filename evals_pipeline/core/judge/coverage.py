@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..cassettes.cache import backend_fingerprint, cache_path
+from ..cassettes.cache import extraction_cache_path
 from ..cassettes.replay import ReplayingExtractor
 from ..cassettes.store import load_cassette
 from ..config import EvalsConfig
@@ -45,10 +45,12 @@ def _free_extractor(config: EvalsConfig, name: str, expected: Mapping[str, Extra
         )
     if spec.kind == "cassette" and spec.cassette_path is not None:
         return ReplayingExtractor(load_cassette(spec.cassette_path, consume=False))
-    path = cache_path(
+    path = extraction_cache_path(
         config.cache_dir,
         name,
-        backend_fingerprint(spec, corpus_digest=corpus_digest, budgets=config.budgets),
+        spec,
+        corpus_digest=corpus_digest,
+        budgets=config.budgets,
     )
     return ReplayingExtractor(load_cassette(path, consume=False, missing_ok=True))
 
