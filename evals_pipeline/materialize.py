@@ -15,13 +15,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from dagster import (
     AssetCheckEvaluation,
     AssetCheckSeverity,
+    AssetsDefinition,
     DagsterEvent,
     DagsterInstance,
     Definitions,
@@ -31,12 +33,14 @@ from dagster._utils.error import SerializableErrorInfo  # the step failure's err
 
 from .assets.bench import bench_key
 from .assets.claims import CLAIMS_ASSETS, CLAIMS_GATE
+from .assets.spend import FAILED_STEP
 from .core.config import EvalsConfig, default_config_path, load_config
 from .core.errors import EvalsError
 from .core.gc_tuning import fewer_gc_passes
 from .core.reports.plot import CHART_FILE
 from .graph import build_definitions
 from .partitions import extraction_key
+from .stale_runs import run_tags, wait_for_slot
 
 # Dagster's console logger prints every event at DEBUG, and a failed step's traceback at
 # ERROR; the driver's own summary names each failure in a line (--verbose shows the log).
@@ -84,6 +88,8 @@ def _run(
     quiet: bool,
 ) -> bool:
     assets = list(defs.assets or [])
+    for pool in sorted(_pools(assets, selection)):  # see stale_runs: Dagster's wait is deaf
+        wait_for_slot(instance, pool)
     # A batch run in this process, next to every loaded cassette and table: with the default
     # thresholds the collector rescans that whole heap again and again (a third of a 3,000-chunk
     # materialisation), to find Dagster's few cycles. Raised, not disabled: cyclic garbage is
@@ -97,28 +103,14 @@ def _run(
             resources=defs.resources,
             raise_on_error=False,
             run_config=QUIET_RUN_CONFIG if quiet else None,
+            tags=run_tags(),
         )
     outcome.runs += 1
     for event in result.get_asset_materialization_events():
-        meta = event.materialization.metadata
-        if "extraction_calls" in meta:
-            outcome.extraction_calls += int(meta["extraction_calls"].value)  # type: ignore[arg-type]
-            if "llm_requests" in meta:
-                outcome.llm_requests += int(meta["llm_requests"].value)  # type: ignore[arg-type]
-            outcome.cache_hits += int(meta["cache_hits"].value)  # type: ignore[arg-type]
-            outcome.replayed += int(meta["replayed"].value)  # type: ignore[arg-type]
-            outcome.cassette_misses += int(meta["cassette_misses"].value)  # type: ignore[arg-type]
-            outcome.failed_chunks += int(meta["errors"].value)  # type: ignore[arg-type]
-        if "bench_report_md" in meta:
-            outcome.bench_reports.append(Path(str(meta["bench_report_md"].value)))
-        if "bench_calls" in meta:
-            outcome.bench_calls += int(meta["bench_calls"].value)  # type: ignore[arg-type]
-            outcome.bench_cache_hits += int(meta["bench_cache_hits"].value)  # type: ignore[arg-type]
-            outcome.bench_replayed += int(meta["bench_replayed"].value)  # type: ignore[arg-type]
-            outcome.bench_misses += int(meta["bench_cassette_misses"].value)  # type: ignore[arg-type]
-        if "judge_calls" in meta:
-            outcome.judge_calls += int(meta["judge_calls"].value)  # type: ignore[arg-type]
-            outcome.judge_cache_hits += int(meta["judge_cache_hits"].value)  # type: ignore[arg-type]
+        _count(event.materialization.metadata, outcome)
+    for event in result.get_asset_observation_events():  # what failed steps spent (assets.spend)
+        if FAILED_STEP in event.asset_observation_data.asset_observation.metadata:
+            _count(event.asset_observation_data.asset_observation.metadata, outcome)
     where = f"[{partition_key}]" if partition_key else ""
     for evaluation in result.get_asset_check_evaluations():
         if not evaluation.passed:
@@ -138,6 +130,44 @@ def _run(
     if not result.success:
         outcome.success = False
     return result.success
+
+
+def _count(meta: Mapping[str, Any], outcome: MaterializeResult) -> None:
+    """Add one step's calls, cache hits, replays and misses (its metadata) to the run's."""
+    if "extraction_calls" in meta:
+        outcome.extraction_calls += _int(meta, "extraction_calls")
+        outcome.llm_requests += _int(meta, "llm_requests")
+        outcome.cache_hits += _int(meta, "cache_hits")
+        outcome.replayed += _int(meta, "replayed")
+        outcome.cassette_misses += _int(meta, "cassette_misses")
+        outcome.failed_chunks += _int(meta, "errors")
+    if "bench_report_md" in meta:
+        outcome.bench_reports.append(Path(str(meta["bench_report_md"].value)))
+    if "bench_calls" in meta:
+        outcome.bench_calls += _int(meta, "bench_calls")
+        outcome.bench_cache_hits += _int(meta, "bench_cache_hits")
+        outcome.bench_replayed += _int(meta, "bench_replayed")
+        outcome.bench_misses += _int(meta, "bench_cassette_misses")
+    if "judge_calls" in meta:
+        outcome.judge_calls += _int(meta, "judge_calls")
+        outcome.judge_cache_hits += _int(meta, "judge_cache_hits")
+
+
+def _int(meta: Mapping[str, Any], key: str) -> int:
+    """A count from step metadata; 0 where the step did not get as far as counting it."""
+    value = meta.get(key)
+    return int(value.value) if value is not None else 0
+
+
+def _pools(assets: Sequence[object], selection: Sequence[str]) -> set[str]:
+    """The concurrency pools the selected assets' steps claim a slot in."""
+    return {
+        item.op.pool
+        for item in assets
+        if isinstance(item, AssetsDefinition)
+        and item.op.pool
+        and any(key.to_user_string() in selection for key in item.keys)
+    }
 
 
 def _gate_inactive(evaluation: AssetCheckEvaluation) -> bool:
