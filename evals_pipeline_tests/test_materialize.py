@@ -412,3 +412,41 @@ def test_a_partition_whose_upstream_was_never_materialised_names_what_to_materia
     [line] = outcome.failed_steps
     assert "StoredValueMissing" in line and "corpus/open.parquet: no stored value here" in line
     assert "materialise that partition first" in line
+
+
+def test_a_step_that_fails_after_paid_calls_still_counts_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk while recording stops the step after calls reached the server: the summary
+    counts them (the step's observation), not 0 as a failed step's missing metadata would."""
+    import errno
+    import os
+
+    from evals_pipeline.core.cassettes import store
+
+    cassette = tmp_path / "live.jsonl"
+    real_write = os.write
+    appended: list[int] = []
+
+    def full_after_two(fd: int, data: bytes) -> int:
+        if os.readlink(f"/proc/self/fd/{fd}") == str(cassette):
+            if len(appended) == 2:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            appended.append(fd)
+        return real_write(fd, data)
+
+    monkeypatch.setattr(store.os, "write", full_after_two)
+    with LoopbackLLMServer("openai", responder=openai_responder) as server:
+        config = make_config(
+            tmp_path,
+            {"oracle": "oracle", "live": f"oai-http:url={server.base_url},model=rules"},
+            modes=("strict",),
+            record_cassette={"live": cassette},
+        ).model_copy(update={"concurrency": 1})
+        with DagsterInstance.ephemeral() as instance:
+            outcome = materialize_all(config, instance, quiet=True)
+    assert not outcome.success
+    assert any("No space left on device" in step for step in outcome.failed_steps)
+    assert outcome.extraction_calls == 3  # two recorded, the third's record would not fit
+    assert outcome.llm_requests == len(server.requests) == 2 * 3
+    assert len(load_cassette(cassette)) == 2  # what was written stays

@@ -30,11 +30,13 @@ from dagster import (
 
 from ..core.bench.gold import render_gold_markdown, run_gold
 from ..core.bench.runner import merge_rows, row_cost, write_run
+from ..core.cassettes.cache import CachingExtractor
 from ..core.config import EvalsConfig
 from ..partitions import backend_crossed, crossed_key, split_crossed
 from ..resources import EvalsResource
 from .extraction import COVERAGE_CHECK, LLM_POOL
 from .reports import fan_in
+from .spend import spend_before_failure
 
 GOLD = "gold_corpus"
 ORACLE_CHECK = "oracle_ceiling"
@@ -79,6 +81,15 @@ def oracle_shortfalls(report: dict[str, Any], oracle_rows: list[str]) -> list[st
             if rates.get(rate) is not None and rates[rate] != 1.0
         ]
     return out
+
+
+def _spent(extractor: CachingExtractor) -> dict[str, int]:
+    return {
+        "bench_calls": extractor.calls,
+        "bench_cache_hits": extractor.hits,
+        "bench_replayed": extractor.replayed,
+        "bench_cassette_misses": extractor.misses,
+    }
 
 
 def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:
@@ -127,13 +138,17 @@ def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         backend, name = _split(context.partition_key)
         gold = evals.gold(name)
         extractor = evals.bench_extractor(backend, gold)
-        report = run_gold(
-            gold,
-            extractor,
-            row_name=backend,
-            ontology_mode=evals.config.bench.ontology_mode,
-            concurrency=evals.config.concurrency,
-        )
+        try:
+            report = run_gold(
+                gold,
+                extractor,
+                row_name=backend,
+                ontology_mode=evals.config.bench.ontology_mode,
+                concurrency=evals.config.concurrency,
+            )
+        except BaseException:  # a failure, SIGTERM: count what was spent
+            yield spend_before_failure(context, _spent(extractor))
+            raise
         row = report["rows"][backend]
         row["spec"] = evals.config.bench_specs[backend].describe()
         row["cost_usd"] = row_cost(row, evals.prices())
@@ -144,10 +159,7 @@ def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         metadata |= {
             "episodes": len(episodes),
             "errors": sum(e["status"] != "ok" for e in episodes),
-            "bench_calls": extractor.calls,
-            "bench_cache_hits": extractor.hits,
-            "bench_replayed": extractor.replayed,
-            "bench_cassette_misses": extractor.misses,
+            **_spent(extractor),
             "requests": sum(int(e["counts"].get("requests", 0)) for e in episodes),
             "spec": row["spec"],
         }

@@ -23,6 +23,7 @@ from dagster import (
     asset,
 )
 
+from ..core.cassettes.cache import CachingExtractor
 from ..core.cassettes.keys import extract_key
 from ..core.cassettes.sidecar import miss_explanation
 from ..core.config import EvalsConfig
@@ -32,9 +33,21 @@ from ..core.tables import extraction_table, table_episodes
 from ..partitions import BY_MODE, extraction_partitions, split_key
 from ..resources import EvalsResource
 from .corpus import PLAN_GUARDS
+from .spend import spend_before_failure
 
 LLM_POOL = "llm"
 COVERAGE_CHECK = "cassette_coverage"
+
+
+def _spent(extractor: CachingExtractor) -> dict[str, int]:
+    """Where a step's answers came from, and what its calls cost in requests."""
+    return {
+        "extraction_calls": extractor.calls,
+        "llm_requests": extractor.requests,
+        "cache_hits": extractor.hits,
+        "replayed": extractor.replayed,
+        "cassette_misses": extractor.misses,
+    }
 
 
 def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
@@ -78,13 +91,17 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         # This mode's calls only: a cassette too big to share between steps loads only these.
         extractor = evals.extractor(backend, keys={extract_key(e, options) for e in episodes})
 
-        table = extraction_table(
-            extractor,
-            episodes,
-            options,
-            concurrency=evals.config.concurrency,
-            tolerate_misses=True,  # a cassette's coverage shortfall is an error rate
-        )
+        try:
+            table = extraction_table(
+                extractor,
+                episodes,
+                options,
+                concurrency=evals.config.concurrency,
+                tolerate_misses=True,  # a cassette's coverage shortfall is an error rate
+            )
+        except BaseException:  # a failure, SIGTERM: count what was spent
+            yield spend_before_failure(context, _spent(extractor))
+            raise
         errors = int((~table["ok"]).sum())
         spec = evals.config.specs[backend]
         yield Output(
@@ -92,11 +109,7 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             metadata={
                 "chunks": len(table),
                 "errors": errors,
-                "extraction_calls": extractor.calls,
-                "llm_requests": extractor.requests,
-                "cache_hits": extractor.hits,
-                "replayed": extractor.replayed,
-                "cassette_misses": extractor.misses,
+                **_spent(extractor),
                 "spec": spec.describe(),
                 **({"cache_path": str(extractor.path)} if extractor.path is not None else {}),
             },

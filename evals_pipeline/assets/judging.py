@@ -23,6 +23,7 @@ from dagster import (
 )
 
 from ..core.config import EvalsConfig
+from ..core.judge.client import JudgeClient
 from ..core.judge.pairwise import judge_all_pairs, pairwise_warnings
 from ..core.judge.reference import judge_against_reference, judged_scores
 from ..core.runner import run_sync
@@ -37,6 +38,7 @@ from ..partitions import (
 )
 from ..resources import EvalsResource
 from .reports import fan_in
+from .spend import spend_before_failure
 
 VERDICT_COLUMNS = ["chunk", "axis", "tp", "fp", "fn", "error", "model"]
 
@@ -67,6 +69,10 @@ def _judge_errors_check(asset_name: str, errors: int, first: str | None = None) 
 # The judging assets take their tables through the deferred input manager: without judging to
 # do they read none of them.
 DEFERRED = "parquet_deferred"
+
+
+def _judge_spent(client: JudgeClient) -> dict[str, int]:
+    return {"judge_calls": client.calls, "judge_cache_hits": client.hits}
 
 
 def _bodies(corpus: StoredTable) -> dict[str, str]:
@@ -136,7 +142,11 @@ def build_judging_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             finally:
                 await client.aclose()
 
-        verdicts = run_sync(run)
+        try:
+            verdicts = run_sync(run)
+        except BaseException:  # a failure, SIGTERM: count what was spent
+            yield spend_before_failure(context, _judge_spent(client))
+            raise
         table = pd.DataFrame(
             [{**v.__dict__, "model": client.model} for v in verdicts], columns=VERDICT_COLUMNS
         )
@@ -145,8 +155,7 @@ def build_judging_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         metadata: dict[str, Any] = {
             "status": "ran",
             "judge_model": client.model,
-            "judge_calls": client.calls,
-            "judge_cache_hits": client.hits,
+            **_judge_spent(client),
             "judge_errors": errors,
         }
         metadata.update(
@@ -199,7 +208,11 @@ def build_judging_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             finally:
                 await client.aclose()
 
-        pairs = run_sync(run)
+        try:
+            pairs = run_sync(run)
+        except BaseException:  # a failure, SIGTERM: count what was spent
+            yield spend_before_failure(context, _judge_spent(client))
+            raise
         for line in pairwise_warnings(pairs, mode):  # stderr only: the report stays pure data
             print(line, file=sys.stderr)
             context.log.info(line)
@@ -210,8 +223,7 @@ def build_judging_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             {"status": "ran", "model": client.model, "pairs": pairs},
             metadata={
                 "judge_model": client.model,
-                "judge_calls": client.calls,
-                "judge_cache_hits": client.hits,
+                **_judge_spent(client),
                 "judge_errors": errors,
                 "pairs": MetadataValue.json(pairs),
             },

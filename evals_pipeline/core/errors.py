@@ -110,10 +110,14 @@ class OutputPathError(EvalsError):
 
 
 class CassetteWriteError(CassetteError):
-    """Appending a record failed (a full disk, a read-only file); earlier records are intact."""
+    """Appending a record failed (a full disk, a read-only file); earlier records are intact.
 
-    def __init__(self, path: Path | str, problem: str) -> None:
+    `stats`: the call stats of the answer that could not be recorded, when there was one, so a
+    caller still counts the requests that call paid for."""
+
+    def __init__(self, path: Path | str, problem: str, stats: object | None = None) -> None:
         self.path = Path(path)
+        self.stats = stats
         super().__init__(f"could not append to {self.path}: {problem}")
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..digests import file_sha256
-from ..errors import CassetteMiss, ExtractionFailed
+from ..errors import CassetteMiss, CassetteWriteError, ExtractionFailed
 from ..extractors.base import Extractor, classify_entities_items, classify_relations_items
 from ..extractors.specs import BackendSpec
 from ..models import CallStats, ClassifyOutcome, Edge, Entity, Episode, ExtractionOutcome
@@ -127,7 +127,7 @@ class CachingExtractor(Extractor):
         self.calls += 1
         try:
             answer = await call
-        except ExtractionFailed as exc:
+        except (ExtractionFailed, CassetteWriteError) as exc:  # an answer not written counts
             if isinstance(exc.stats, CallStats):
                 self.requests += exc.stats.requests
             raise

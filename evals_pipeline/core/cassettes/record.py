@@ -14,6 +14,7 @@ from ..errors import (
     CassetteCorrupt,
     CassetteDuplicateKey,
     CassetteNotAFile,
+    CassetteWriteError,
     ExtractionFailed,
     RecordingTargetMismatch,
 )
@@ -62,17 +63,20 @@ class RecordingExtractor(Extractor):
         outcome: ExtractionOutcome | ClassifyOutcome,
         result: dict[str, object],
     ) -> None:
-        self.writer.append(
-            CassetteRecord(
-                key=key,
-                call_type=call_type,
-                provider=outcome.provider,
-                model=outcome.model,
-                timestamp=rfc3339_now(),
-                request=dict(request),
-                response=CassetteResponse(transcript=outcome.transcript, result=result),
-            )
+        record = CassetteRecord(
+            key=key,
+            call_type=call_type,
+            provider=outcome.provider,
+            model=outcome.model,
+            timestamp=rfc3339_now(),
+            request=dict(request),
+            response=CassetteResponse(transcript=outcome.transcript, result=result),
         )
+        try:
+            self.writer.append(record)
+        except CassetteWriteError as exc:
+            exc.stats = outcome.stats  # the call was made and paid for: its requests count
+            raise
 
     async def extract(self, episode: Episode, options: ExtractOptions) -> ExtractionOutcome:
         try:
