@@ -110,7 +110,9 @@ def _recording_plan(spec: BackendSpec, target: Path, asked: Counter[str]) -> str
     (it is served what it holds), or why the run would refuse the cassette."""
     try:
         check_record_target(target, model=spec.model, budgets=BENCH_BUDGETS)
-        recorded = load_cassette(target, consume=False, missing_ok=True, locked=True)
+        recorded = load_cassette(
+            target, consume=False, missing_ok=True, locked=True, skip_torn_tail=True
+        )
     except CassetteError as exc:
         return f"would abort: {exc}"
     held = _answered(recorded, asked)
@@ -127,7 +129,7 @@ def _cached_plan(config: EvalsConfig, name: str, gold: GoldCorpus, asked: Counte
         budgets=BENCH_BUDGETS,
     )
     try:
-        cached = load_cassette(path, consume=False, missing_ok=True)
+        cached = load_cassette(path, consume=False, missing_ok=True, skip_torn_tail=True)
     except CassetteError as exc:  # the run loads it the same way, and fails there
         return f"would abort: {exc}"
     held = _answered(cached, asked)

@@ -248,7 +248,7 @@ class EvalsResource(ConfigurableResource):
         record_to = config.record_cassette.get(backend)
         if record_to is not None:
             check_record_target(record_to, model=spec.model, budgets=config.budgets, unique=True)
-            inner = RecordingExtractor(inner, record_to)
+            inner = RecordingExtractor(inner, record_to, unique=True)
         path = _cache_file(inner, spec, config.cache_dir, backend, corpus.digest, config.budgets)
         return CachingExtractor(inner, path, recording_to=record_to)
 

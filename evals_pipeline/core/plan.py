@@ -26,7 +26,7 @@ from .cassettes.store import (
 )
 from .config import EvalsConfig
 from .digests import file_sha256
-from .errors import CassetteCorrupt, CassetteDuplicateKey, ConfigError
+from .errors import CassetteCorrupt, CassetteDuplicateKey, CassetteError, ConfigError
 from .extractors.anthropic import API_KEY_ENV
 from .models import Episode, ExtractionResult, OntologyMode
 from .ontology import Ontology
@@ -303,7 +303,7 @@ def plan_run(
                 budgets=config.budgets,
             )
             plan.cache_path = str(cache_file)
-            cache = _cache_for_plan(cache_file if record is None else record)
+            cache = _cache_for_plan(name, cache_file if record is None else record, guards)
         for mode, mode_keys in keys.items():
             cached = sum(1 for k in mode_keys if k in cache) if cache is not None else 0
             plan.cache_hits[mode] = cached
@@ -362,10 +362,13 @@ def _large_chunk_notes(episodes: Sequence[Episode], live: bool) -> list[str]:
     ]
 
 
-def _cache_for_plan(path: Path) -> Cassette | None:
+def _cache_for_plan(name: str, path: Path, guards: list[Guard]) -> Cassette | None:
+    """The answers a live backend's cache (or its recording target) holds, loaded as the run
+    loads it; a file the run cannot load is a guard, as the run would fail on it."""
     try:
-        return load_cassette(path, consume=False, missing_ok=True)
-    except CassetteCorrupt:
+        return load_cassette(path, consume=False, missing_ok=True, skip_torn_tail=True)
+    except CassetteError as exc:
+        guards.append(Guard("cassette_integrity", (name,), f"{name}: {exc}"))
         return None
 
 

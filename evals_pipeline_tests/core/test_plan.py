@@ -130,6 +130,31 @@ def test_cached_calls_are_not_planned_unless_the_backend_is_being_recorded(
     assert resumed.backends["live"].planned_calls == {"freeform": 0, "open": 8, "strict": 8}
 
 
+def test_a_torn_last_line_plans_as_the_run_reads_it_and_a_corrupt_cache_is_a_guard(
+    tmp_path: Path,
+) -> None:
+    """After a full disk cut a record short, the run makes that call again (the torn line is
+    not a record) and aborts on nothing; the plan counts the same. A cache corrupt in the middle
+    would fail the run: the plan says so as a guard instead of counting 0 cached."""
+    backends = {"o": "oracle", "live": "oai-http:url=http://h,model=rules-tidy"}
+    target = tmp_path / "torn.jsonl"
+    lines = [line for line in RULES.read_text().splitlines(keepends=True) if "freeform" in line]
+    target.write_text("".join(lines[:3]))
+    whole = plan(make_config(tmp_path, backends, record_cassette={"live": target}))
+    target.write_text("".join(lines[:3]) + lines[3][:50])
+    torn = plan(make_config(tmp_path, backends, record_cassette={"live": target}))
+    assert torn.backends["live"].cache_hits == whole.backends["live"].cache_hits
+    assert torn.backends["live"].cache_hits["freeform"] >= 1  # it had said 0 already recorded
+    assert torn.backends["live"].planned_calls == whole.backends["live"].planned_calls
+    assert not torn.guards
+    cache = Path(plan(make_config(tmp_path, backends)).backends["live"].cache_path or "")
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(lines[0][:50] + "\n" + "".join(lines[1:]))
+    corrupt = plan(make_config(tmp_path, backends))
+    assert [g.check for g in corrupt.guards] == ["cassette_integrity"]
+    assert f"{cache}:1: Invalid JSON" in corrupt.guards[0].message
+
+
 def test_a_chunk_beyond_a_models_context_is_a_note_for_a_live_run(tmp_path: Path) -> None:
     from evals_pipeline.core.models import Episode
     from evals_pipeline.core.plan import LARGE_CHUNK_CHARS, plan_run

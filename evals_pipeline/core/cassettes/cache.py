@@ -101,10 +101,12 @@ class CachingExtractor(Extractor):
             if path is None:
                 raise ValueError(f"{inner.provider} makes calls: its cache needs a path")
             if recording_to is None:
-                cassette = load_cassette(path, consume=fifo, missing_ok=True)
+                cassette = load_cassette(path, consume=fifo, missing_ok=True, skip_torn_tail=True)
             else:  # read under the lock its appenders take: another step may be appending
-                cassette = load_cassette(recording_to, consume=fifo, missing_ok=True, locked=True)
-            recorder = RecordingExtractor(inner, path, write_sidecar=False)
+                cassette = load_cassette(
+                    recording_to, consume=fifo, missing_ok=True, locked=True, skip_torn_tail=True
+                )
+            recorder = RecordingExtractor(inner, path, write_sidecar=False, unique=not fifo)
             self._cache = (ReplayingExtractor(cassette), recorder)
         self.calls = 0
         self.requests = 0

@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Mapping, Sequence
 from pathlib import Path
 
 from ..errors import (
-    CassetteCorrupt,
     CassetteDuplicateKey,
     CassetteNotAFile,
     CassetteWriteError,
@@ -43,12 +42,14 @@ class RecordingExtractor(Extractor):
         *,
         sidecar_cap_bytes: int = DEFAULT_CAP_BYTES,
         write_sidecar: bool = True,
+        unique: bool = False,
     ) -> None:
+        """`unique`: never append a key the cassette holds (see CassetteWriter)."""
         self.inner = inner
         self.provider = inner.provider
         self.model = inner.model
         self.local = inner.local
-        self.writer = CassetteWriter(path)
+        self.writer = CassetteWriter(path, unique=unique)
         self.sidecar = FailureSidecar(path, cap_bytes=sidecar_cap_bytes) if write_sidecar else None
 
     def _sidecar(self, exc: ExtractionFailed) -> None:
@@ -154,34 +155,30 @@ def check_record_target(
     answered by what `path` already holds (see CachingExtractor), so the file must be a
     cassette (not a folder, every line a record) whose answers this backend can take as its
     own: `model`'s, made at these token `budgets` (entities, edges); with `unique` (a graph
-    backend, replayed later with unique keys), one answer a key. An unterminated last line is
-    another run's append in progress (a backfill records in parallel), not this file's fault."""
+    backend, replayed later with unique keys), one answer a key. A torn last line (a write cut
+    off) is not a record: its call is made again and the next append sets it aside."""
     if path.is_dir():
         raise CassetteNotAFile(path, "is a folder; --record-cassette names a file")
     if not path.is_file() or path.stat().st_size == 0:
         return
     first_line: dict[str, int] = {}
-    try:
-        for number, record in iter_records(path, ReplayRecord):
-            if unique and (earlier := first_line.get(record.key)) is not None:
-                raise CassetteDuplicateKey(path, record.key, (earlier, number), path)
-            first_line.setdefault(record.key, number)
-            if model is not None and record.model != model:
-                raise RecordingTargetMismatch(
-                    path,
-                    f"line {number} is an answer of model {record.model!r}, and this backend "
-                    f"calls {model!r}",
-                )
-            if budgets is not None and (asked := _asked(record, budgets)) is not None:
-                raise RecordingTargetMismatch(
-                    path,
-                    f"line {number} was recorded at {asked}, and this run asks max_tokens "
-                    f"{budgets[0]} (entities), {budgets[1]} (edges)",
-                )
-    except CassetteCorrupt as exc:
-        data = path.read_bytes()
-        if data.endswith(b"\n") or exc.line != data.count(b"\n") + 1:
-            raise
+    # (an append in progress elsewhere reads as a torn last line: skipped, as it should be)
+    for number, record in iter_records(path, ReplayRecord, skip_torn_tail=True):
+        if unique and (earlier := first_line.get(record.key)) is not None:
+            raise CassetteDuplicateKey(path, record.key, (earlier, number), path)
+        first_line.setdefault(record.key, number)
+        if model is not None and record.model != model:
+            raise RecordingTargetMismatch(
+                path,
+                f"line {number} is an answer of model {record.model!r}, and this backend "
+                f"calls {model!r}",
+            )
+        if budgets is not None and (asked := _asked(record, budgets)) is not None:
+            raise RecordingTargetMismatch(
+                path,
+                f"line {number} was recorded at {asked}, and this run asks max_tokens "
+                f"{budgets[0]} (entities), {budgets[1]} (edges)",
+            )
 
 
 def _asked(record: ReplayRecord, budgets: tuple[int, int]) -> str | None:

@@ -1,15 +1,18 @@
 """Reading and appending JSONL cassettes.
 
-Appends never truncate. Each record is one `write` of a whole line, made under an exclusive
-`flock` on the file itself (two processes recording into one cassette never interleave) and
-handed to the kernel before `append` returns, so a crash mid-run keeps every record already
-written. Loading names the first bad line by number.
+Appends never rewrite a record. Each record is one `write` of a whole line, made under an
+exclusive `flock` on the file itself (two processes recording into one cassette never
+interleave) and handed to the kernel before `append` returns, so a crash mid-run keeps every
+record already written. A torn last line (a write cut off) is moved to `<name>.torn` by the
+next append, not left to become a corrupt line in the middle. Loading names the first bad
+line by number.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import threading
 import weakref
@@ -50,8 +53,14 @@ class JsonlAppender:
     def append_line(self, line: str) -> None:
         self._append((line.rstrip("\n") + "\n").encode("utf-8"))
 
-    def _append(self, data: bytes, rotate: Callable[[int, int], bool] | None = None) -> None:
-        """Write `data` at the end under the lock. `rotate(fd, size)`, called under the lock,
+    def _append(
+        self,
+        data: bytes,
+        rotate: Callable[[int, int], bool] | None = None,
+        skip: Callable[[int], bool] | None = None,
+    ) -> bool:
+        """Write `data` at the end under the lock; False if `skip(fd)`, asked under the lock,
+        says the file already holds it. `rotate(fd, size)`, called under the lock,
         may move the locked file aside (returning True): the write then goes to a fresh file at
         `path`. Whoever locked the moved file meanwhile sees it is no longer `path` and opens
         `path` again, so two processes never rotate one file twice or write into a moved one."""
@@ -66,8 +75,11 @@ class JsonlAppender:
                     fcntl.flock(fd, fcntl.LOCK_EX)
                     if rotate is not None and (not self._is_path(fd) or rotate(fd, len(data))):
                         continue  # closes fd, unlocking it; the next open finds the new file
+                    self._set_torn_tail_aside(fd)
+                    if skip is not None and skip(fd):
+                        return False
                     self._write_locked(fd, data)
-                    return
+                    return True
                 except OSError as exc:
                     # A partial line may be left; the next append starts on a fresh line, and
                     # loading names the torn line. Every earlier record stays readable.
@@ -86,7 +98,7 @@ class JsonlAppender:
 
     def _write_locked(self, fd: int, data: bytes) -> None:
         if self._ends_mid_line(fd):
-            # A torn last line (crash mid-write elsewhere) must not swallow this record.
+            # A whole last line short of its newline only (a write cut just before it).
             data = b"\n" + data
         view = memoryview(data)
         while view:
@@ -99,31 +111,120 @@ class JsonlAppender:
             return False
         return os.pread(fd, 1, size - 1) != b"\n"
 
+    @property
+    def torn_path(self) -> Path:
+        """Where a torn last line goes: `<name>.torn` beside the file."""
+        return self.path.with_name(self.path.name + ".torn")
+
+    def _set_torn_tail_aside(self, fd: int) -> None:
+        """A last line cut off mid-write (a full disk, a crash) is not a record and would become
+        a corrupt line in the middle once this append follows it: its bytes move to
+        `torn_path` (nothing is thrown away) and the file is cut back to its last whole line.
+        A last line that is whole JSON, short of its newline only, stays a record."""
+        if not self._ends_mid_line(fd):
+            return
+        size = os.fstat(fd).st_size
+        start = _after_last_newline(fd, size)
+        tail = os.pread(fd, size - start, start)
+        try:
+            json.loads(tail)
+            return
+        except ValueError:
+            pass
+        aside = os.open(self.torn_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            view = memoryview(tail + b"\n")
+            while view:
+                view = view[os.write(aside, view) :]
+            os.fsync(aside)  # the torn bytes are safe elsewhere before they leave this file
+        finally:
+            os.close(aside)
+        os.ftruncate(fd, start)
+
     def append_model(self, model: BaseModel) -> None:
         self.append_line(model.model_dump_json())
 
 
+def _after_last_newline(fd: int, size: int, block: int = 1 << 16) -> int:
+    """The offset just past the file's last newline (0 if it has none)."""
+    end = size
+    while end > 0:
+        start = max(0, end - block)
+        at = os.pread(fd, end - start, start).rfind(b"\n")
+        if at >= 0:
+            return start + at + 1
+        end = start
+    return 0
+
+
 class CassetteWriter(JsonlAppender):
-    def append(self, record: CassetteRecord) -> None:
-        self.append_model(record)
+    """Appends cassette records. `unique`: a key the file already holds is not appended again
+    (a graph cassette is replayed with unique keys), whoever wrote it: another process recording
+    into the same file at the same time, whose appends are read under the lock as they come."""
+
+    def __init__(self, path: Path | str, *, unique: bool = False) -> None:
+        super().__init__(path)
+        self.unique = unique
+        self._keys: set[str] = set()  # keys of the file's lines up to _read_to
+        self._read_to = 0
+        self._file_id: tuple[int, int] | None = None
+
+    def append(self, record: CassetteRecord) -> bool:
+        """Append `record`; False if `unique` and the file already held its key."""
+        data = (record.model_dump_json() + "\n").encode("utf-8")
+        if not self.unique:
+            return self._append(data)
+        return self._append(data, skip=lambda fd: self._holds(fd, record.key))
+
+    def _holds(self, fd: int, key: str) -> bool:
+        """Whether the locked file holds `key`, reading only the lines added since last asked
+        (a new file, or one cut shorter, is read afresh); on False the caller writes it."""
+        stat = os.fstat(fd)
+        if (stat.st_dev, stat.st_ino) != self._file_id or stat.st_size < self._read_to:
+            self._keys, self._read_to, self._file_id = set(), 0, (stat.st_dev, stat.st_ino)
+        if stat.st_size > self._read_to:
+            added = os.pread(fd, stat.st_size - self._read_to, self._read_to)
+            whole = added[: added.rfind(b"\n") + 1]  # a torn tail was set aside: none here
+            for raw in whole.splitlines():
+                found = _leading_key(raw) if raw.strip() else None
+                if found is None and raw.strip():
+                    with contextlib.suppress(ValueError):
+                        found = str(json.loads(raw).get("key"))
+                if found is not None:
+                    self._keys.add(found)
+            self._read_to += len(whole)
+        if key in self._keys:
+            return True
+        self._keys.add(key)  # its line is read again next time: reading stays O(file)
+        return False
 
 
 def iter_records(
     path: Path | str,
     model: type[R] = CassetteRecord,  # type: ignore[assignment]
+    *,
+    skip_torn_tail: bool = False,
 ) -> Iterator[tuple[int, R]]:
     """(1-based line number, record) for every non-blank line; the first bad line raises.
 
     `model=ReplayRecord` reads only what replay uses (see there), as `load_cassette` does.
+    `skip_torn_tail`: see `load_cassette`.
     """
     path = Path(path)
     with path.open("rb") as handle:
-        for number, _offset, _raw, record in _iter_lines(handle, path, model):
+        for number, _offset, _raw, record in _iter_lines(
+            handle, path, model, skip_torn_tail=skip_torn_tail
+        ):
             yield number, record
 
 
 def _iter_lines(
-    handle: BinaryIO, path: Path, model: type[R], skip: Callable[[bytes], bool] | None = None
+    handle: BinaryIO,
+    path: Path,
+    model: type[R],
+    skip: Callable[[bytes], bool] | None = None,
+    *,
+    skip_torn_tail: bool = False,
 ) -> Iterator[tuple[int, int, bytes, R]]:
     """(line number, byte offset, line, record) for every non-blank line not skipped."""
     offset = 0
@@ -131,7 +232,13 @@ def _iter_lines(
         at, offset = offset, offset + len(raw)
         if not raw.strip() or (skip is not None and skip(raw)):
             continue
-        yield number, at, raw, _parse_line(model, raw, path, number)
+        try:
+            record = _parse_line(model, raw, path, number)
+        except CassetteCorrupt:
+            if skip_torn_tail and not raw.endswith(b"\n"):
+                return  # only the last line can lack its newline: a write cut off mid-line
+            raise
+        yield number, at, raw, record
 
 
 def _parse_line(model: type[R], raw: bytes, path: Path, number: int) -> R:
@@ -143,7 +250,12 @@ def _parse_line(model: type[R], raw: bytes, path: Path, number: int) -> R:
         if first["type"] != "json_invalid":
             problem = f"{field_path(tuple(first['loc']))}: {problem}"
         elif not raw.endswith(b"\n"):
-            problem = f"torn last line (no newline, not valid JSON): {problem}"
+            aside = path.with_name(path.name + ".torn")
+            problem = (
+                f"torn last line (no newline, not valid JSON: a write cut off by a full disk or "
+                f"a crash): {problem}. Recording into this file again moves it to {aside}; or "
+                "delete the line"
+            )
         raise CassetteCorrupt(path, number, problem) from None
 
 
@@ -346,8 +458,13 @@ def load_cassette(
     missing_ok: bool = False,
     keys: AbstractSet[str] | None = None,
     locked: bool = False,
+    skip_torn_tail: bool = False,
 ) -> Cassette:
     """Load one or more cassette files as one flat set of records (order does not matter).
+
+    `skip_torn_tail`: for a file this run appends to (a recording target, an extraction
+    cache), a last line cut off mid-write is not a record (its call is made again, and the
+    next append sets the torn bytes aside); anywhere else it is named, as any bad line is.
 
     `locked`: read each file under a shared `flock`, so an append another process is making
     (under its exclusive lock) is read whole or not at all; for a cassette being recorded
@@ -368,22 +485,45 @@ def load_cassette(
     consume = (not unique) if consume is None else consume
     if consume or locked:
         return _load(
-            path_list, unique=unique, consume=consume, missing_ok=missing_ok, locked=locked
+            path_list,
+            unique=unique,
+            consume=consume,
+            missing_ok=missing_ok,
+            locked=locked,
+            skip_torn_tail=skip_torn_tail,
         )
     before = tuple(_file_state(p) for p in path_list)
     size = sum(p.stat().st_size for p in path_list if p.exists())
     if size > MEMO_MAX_BYTES:
-        if keys is not None and unique and len(path_list) == 1 and path_list[0].exists():
+        one = len(path_list) == 1 and path_list[0].exists()
+        if keys is not None and unique and one and not skip_torn_tail:
             subset = _load_checked_subset(path_list[0], keys, before[0])
             if subset is not None:
                 return subset
-        return _load(path_list, unique=unique, consume=consume, missing_ok=missing_ok)
+        return _load(
+            path_list,
+            unique=unique,
+            consume=consume,
+            missing_ok=missing_ok,
+            skip_torn_tail=skip_torn_tail,
+        )
     _drop_unlinked()
-    memo_key = (unique, missing_ok, *((str(p.absolute()), _file_digest(p)) for p in path_list))
+    memo_key = (
+        unique,
+        missing_ok,
+        skip_torn_tail,
+        *((str(p.absolute()), _file_digest(p)) for p in path_list),
+    )
     hit = _memo_get(memo_key)
     if hit is not None:
         return hit
-    cassette = _load(path_list, unique=unique, consume=consume, missing_ok=missing_ok)
+    cassette = _load(
+        path_list,
+        unique=unique,
+        consume=consume,
+        missing_ok=missing_ok,
+        skip_torn_tail=skip_torn_tail,
+    )
     # A file appended to while it was hashed or read must not be remembered as read.
     if before == tuple(_file_state(p) for p in path_list):
         _memo_put(memo_key, cassette, size)
@@ -398,6 +538,7 @@ def _load(
     missing_ok: bool,
     wanted: AbstractSet[str] | None = None,
     locked: bool = False,
+    skip_torn_tail: bool = False,
 ) -> Cassette:
     """Every record of the files, or with `wanted` only those keys' records: a line the
     recorder wrote is then skipped unread by its leading key (see `_load_checked_subset`)."""
@@ -427,7 +568,9 @@ def _load(
                 skip = unwanted if wanted is not None else None
                 if locked:  # released at the end of the read (or when the file is closed)
                     fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
-                for number, offset, raw, record in _iter_lines(handle, path, ReplayRecord, skip):
+                for number, offset, raw, record in _iter_lines(
+                    handle, path, ReplayRecord, skip, skip_torn_tail=skip_torn_tail
+                ):
                     if wanted is not None and record.key not in wanted:
                         continue
                     where = by_key.setdefault(record.key, [])

@@ -41,7 +41,7 @@ def _free_extractor(config: EvalsConfig, name: str, expected: Mapping[str, Extra
     record = config.record_cassette.get(name)
     if record is not None:  # a recorded backend is served by its own cassette, not the cache
         return ReplayingExtractor(
-            load_cassette(record, consume=False, missing_ok=True, locked=True)
+            load_cassette(record, consume=False, missing_ok=True, locked=True, skip_torn_tail=True)
         )
     if spec.kind == "cassette" and spec.cassette_path is not None:
         return ReplayingExtractor(load_cassette(spec.cassette_path, consume=False))
@@ -52,7 +52,9 @@ def _free_extractor(config: EvalsConfig, name: str, expected: Mapping[str, Extra
         corpus_digest=corpus_digest,
         budgets=config.budgets,
     )
-    return ReplayingExtractor(load_cassette(path, consume=False, missing_ok=True))
+    return ReplayingExtractor(
+        load_cassette(path, consume=False, missing_ok=True, skip_torn_tail=True)
+    )
 
 
 def _free_results(

@@ -16,7 +16,7 @@ import pytest
 
 from evals_pipeline.core.cassettes.format import CassetteRecord, CassetteResponse
 from evals_pipeline.core.cassettes.keys import extract_key
-from evals_pipeline.core.cassettes.store import CassetteWriter, load_cassette
+from evals_pipeline.core.cassettes.store import CassetteWriter, iter_records, load_cassette
 from evals_pipeline.core.errors import CassetteCorrupt, CassetteDuplicateKey, CassetteMiss
 from evals_pipeline.core.models import Attempt, Episode, StageTranscript
 from evals_pipeline.core.options import ExtractOptions
@@ -97,20 +97,40 @@ def test_unique_cassette_serves_its_answer_repeatedly(tmp_path: Path) -> None:
     assert cassette.take("a" * 64, "extract") == cassette.take("a" * 64, "extract")
 
 
-def test_torn_last_line_is_reported_and_the_next_record_starts_a_new_line(
+def test_a_torn_last_line_is_named_skipped_by_its_recorder_and_set_aside_whole(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "c.jsonl"
     write(path, record("a" * 64))
     full = path.read_bytes()
-    path.write_bytes(full + full[:40])  # a crash mid-write elsewhere left half a line
+    path.write_bytes(full + full[:40])  # a crash mid-write left half a line
     with pytest.raises(CassetteCorrupt, match="torn last line") as err:
-        load_cassette(path)
-    assert err.value.line == 2
+        load_cassette(path)  # replaying it: named, with how to repair it
+    assert err.value.line == 2 and "c.jsonl.torn" in str(err.value)
+    # The run recording into it takes what is whole and makes the torn line's call again.
+    assert list(load_cassette(path, skip_torn_tail=True, consume=False).keys()) == ["a" * 64]
     write(path, record("b" * 64))
-    lines = path.read_bytes().split(b"\n")
-    assert lines[1] == full[:40]  # the torn line is kept as it was, for a person to inspect
-    assert json.loads(lines[2])["key"] == "b" * 64  # the new record was not glued onto it
+    assert path.read_bytes() == full + (record("b" * 64).model_dump_json() + "\n").encode()
+    assert (tmp_path / "c.jsonl.torn").read_bytes() == full[:40] + b"\n"  # kept, not lost
+    assert len(load_cassette(path, unique=True)) == 2
+
+
+def test_a_whole_last_record_short_of_its_newline_stays_a_record(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    write(path, record("a" * 64))
+    path.write_bytes(path.read_bytes().rstrip(b"\n"))  # cut just before the newline
+    write(path, record("b" * 64))
+    assert len(load_cassette(path, unique=True)) == 2
+    assert not (tmp_path / "c.jsonl.torn").exists()
+
+
+def test_a_torn_line_in_the_middle_is_never_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    write(path, record("a" * 64))
+    path.write_bytes(path.read_bytes()[:40] + b"\n" + path.read_bytes())
+    with pytest.raises(CassetteCorrupt) as err:
+        load_cassette(path, skip_torn_tail=True)
+    assert err.value.line == 1
 
 
 def test_blank_lines_are_ignored_and_appends_never_truncate(tmp_path: Path) -> None:
@@ -222,6 +242,40 @@ def test_two_processes_recording_into_one_file_never_interleave(tmp_path: Path) 
         assert all(r["pad"] == name * 70_000 for r in rows if r["writer"] == name)
 
 
+_UNIQUE_WRITER = textwrap.dedent(
+    """
+    import sys
+    from evals_pipeline.core.cassettes.store import CassetteWriter
+    from evals_pipeline_tests.core.cassettes.test_store import record
+    path, name = sys.argv[1], sys.argv[2]
+    writer = CassetteWriter(path, unique=True)
+    kept = sum(writer.append(record(f"{i:064d}", text=name)) for i in range(300))
+    print(kept)
+    """
+)
+
+
+def test_two_processes_recording_the_same_calls_leave_each_key_once(tmp_path: Path) -> None:
+    """Two runs recording one backend into one cassette at once ask the same keys: whichever
+    appends a key second finds it there (read under the lock) and does not append it again,
+    so the cassette still replays with unique keys."""
+    path = tmp_path / "shared.jsonl"
+    write(path, record(f"{7:064d}", text="earlier"))  # held before either started
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _UNIQUE_WRITER, str(path), name],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("a", "b")
+    ]
+    kept = [int(proc.communicate(timeout=120)[0]) for proc in procs]
+    cassette = load_cassette(path, unique=True)  # raised CassetteDuplicateKey before
+    assert len(cassette) == 300 and sum(kept) == 299
+
+
 def test_a_full_disk_is_a_typed_error_and_keeps_earlier_records(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -243,12 +297,12 @@ def test_a_full_disk_is_a_typed_error_and_keeps_earlier_records(
         write(path, record("c" * 64))
     assert err.value.path == path
     monkeypatch.setattr(store.os, "write", real_write)
-    write(path, record("d" * 64))  # space again: the next record starts on a fresh line
-    lines = path.read_bytes().splitlines()
-    assert [json.loads(lines[i])["key"][0] for i in (0, 1, 3)] == ["a", "b", "d"]
     with pytest.raises(CassetteCorrupt) as corrupt:  # the torn line is named, not hidden
         load_cassette(path)
     assert corrupt.value.line == 3
+    write(path, record("d" * 64))  # space again: the torn line goes aside, whole
+    assert [r.key[0] for _, r in iter_records(path)] == ["a", "b", "d"]
+    assert (tmp_path / "full.jsonl.torn").read_bytes().startswith(b'{"key":"ccc')
 
 
 def _write(path: Path, *keys: str) -> None:

@@ -222,7 +222,7 @@ def test_a_cached_entry_that_is_no_verdict_is_asked_again_and_replaced(tmp_path:
 def test_a_torn_cache_line_is_skipped_not_fatal(tmp_path: Path) -> None:
     """Another process's append in progress (parallel judging steps share the cache) or a
     crash mid-write: JSON cut short loses only that verdict, now and after later appends
-    (which start on a fresh line). Any other bad line is corruption, named."""
+    (which set the torn bytes aside, whole). Any other bad line is corruption, named."""
     path = tmp_path / "j.jsonl"
     cache = JudgeCache(path)
     cache.put("k", "reference/edges", "m", '{"matches": []}')
@@ -231,13 +231,14 @@ def test_a_torn_cache_line_is_skipped_not_fatal(tmp_path: Path) -> None:
     reloaded = JudgeCache(path)
     assert len(reloaded) == 1 and reloaded.get("k") == '{"matches": []}'
     reloaded.put("k2", "reference/edges", "m", '{"matches": []}')
-    assert path.read_text().count("\n") == 3  # the torn line, then the new entry on its own
+    assert path.read_text().count("\n") == 2  # the torn line went aside, whole
+    assert (tmp_path / "j.jsonl.torn").read_text() == '{"key": "abc", "prompt_na\n'
     assert len(JudgeCache(path)) == 2
     with path.open("a") as handle:
         handle.write('{"key": "abc", "prompt_name": 5}\n')
     with pytest.raises(JudgeCacheCorrupt) as err:
         JudgeCache(path)
-    assert err.value.line == 4
+    assert err.value.line == 3
 
 
 def test_judge_errors_beside_only_empty_chunks_measure_nothing() -> None:
