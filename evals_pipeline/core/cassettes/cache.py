@@ -34,10 +34,11 @@ Answer = TypeVar("Answer", ExtractionOutcome, ClassifyOutcome)
 def backend_fingerprint(
     spec: BackendSpec, *, corpus_digest: str, budgets: Sequence[int] = ()
 ) -> str:
-    """What, besides the prompt (already in every key), decides a backend's answers: its spec,
-    a replayed cassette's bytes, the oracle's corpus, and the token budgets of its calls (a
-    smaller budget can truncate a reply the cache holds whole; keys leave budgets out)."""
-    material = [spec.kind, spec.raw, *(str(b) for b in budgets)]
+    """What, besides the prompt (already in every key), decides a backend's answers: its spec
+    (less its timeout and retries), a replayed cassette's bytes, the oracle's corpus, and the
+    token budgets of its calls (a smaller budget can truncate a reply the cache holds whole;
+    keys leave budgets out)."""
+    material = [spec.kind, spec.answers_identity, *(str(b) for b in budgets)]
     if spec.cassette_path is not None and spec.cassette_path.exists():
         material.append(file_sha256(spec.cassette_path))
     if spec.kind == "oracle":

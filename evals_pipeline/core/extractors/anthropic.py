@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from ..errors import ConfigError, MalformedReply, TransportError
 from ..models import Attempt, ChatRequest
 from .base import LoopBound, Reply, counted
+from .capped import MAX_BODY_BYTES, sdk_capped_transport, too_large
 from .redaction import redacted
 from .retries import Retryable, Tries, retry_after_seconds, retryable_status, with_retries
 from .specs import DEFAULT_MODELS
@@ -28,12 +29,18 @@ API_KEY_ENV = "ANTHROPIC_API_KEY"
 BASE_URL_ENV = "EVALS_ANTHROPIC_BASE_URL"
 
 
-def new_client(key: str, base_url: str | None, timeout_s: float) -> anthropic.AsyncAnthropic:
+def new_client(
+    key: str, base_url: str | None, timeout_s: float, max_body_bytes: int = MAX_BODY_BYTES
+) -> anthropic.AsyncAnthropic:
     """An SDK client that makes one attempt per call: `messages_call` does the retrying."""
     import anthropic  # on first use: importing the SDK costs ~1.5 s, most runs never call it
 
+    # The SDK's own client class, over a transport that caps response bodies (capped.py).
+    http_client = anthropic.DefaultAsyncHttpxClient(
+        transport=sdk_capped_transport(anthropic.DefaultAsyncHttpxClient, max_body_bytes)
+    )
     return anthropic.AsyncAnthropic(
-        api_key=key, base_url=base_url, timeout=timeout_s, max_retries=0
+        api_key=key, base_url=base_url, timeout=timeout_s, max_retries=0, http_client=http_client
     )
 
 
@@ -62,6 +69,14 @@ async def messages_call(
     import anthropic  # loaded by new_client already; this binds the name here
 
     async def once() -> tuple[Attempt, str]:
+        try:
+            return await attempt()
+        except Exception as exc:  # the SDK wraps what its send raised in APIConnectionError
+            if (cap := too_large(exc)) is not None:  # not retried: it would come again
+                raise TransportError(f"{label} {cap}") from None
+            raise
+
+    async def attempt() -> tuple[Attempt, str]:
         started = time.perf_counter()
         try:
             async with asyncio.timeout(timeout_s):
@@ -147,6 +162,7 @@ class AnthropicTransport:
         backoff_s: float = 0.5,
         max_backoff_s: float = 8.0,
         max_retry_after_s: float = 60.0,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         key = api_key or os.environ.get(API_KEY_ENV)
         if not key:
@@ -160,7 +176,9 @@ class AnthropicTransport:
         self._backoff_s = backoff_s
         self._max_backoff_s = max_backoff_s
         self._max_retry_after_s = max_retry_after_s
-        self._clients = LoopBound(lambda: new_client(self._key, self._base_url, self._timeout_s))
+        self._clients = LoopBound(
+            lambda: new_client(self._key, self._base_url, self._timeout_s, max_body_bytes)
+        )
 
     async def complete(self, request: ChatRequest) -> Reply:
         tries = Tries()

@@ -21,6 +21,7 @@ from httpx_aiohttp import AiohttpTransport
 from ..errors import MalformedReply, TransportError
 from ..models import Attempt, ChatRequest
 from .base import LoopBound, Reply, counted
+from .capped import MAX_BODY_BYTES, CappedTransport, ResponseTooLarge
 from .redaction import redacted
 from .retries import Retryable, Tries, retry_after_seconds, retryable_status, with_retries
 
@@ -102,6 +103,7 @@ class OpenAICompatTransport:
         max_backoff_s: float = 8.0,
         max_retry_after_s: float = 60.0,
         temperature: float = 0.0,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         self.provider = "oai-uds" if uds_path else "oai-http"
         self.model = model
@@ -117,6 +119,7 @@ class OpenAICompatTransport:
         self._temperature = temperature
         self._uds_path = uds_path
         self._timeout_s = timeout_s
+        self._max_body_bytes = max_body_bytes
         key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
         self._headers = {"authorization": f"Bearer {key}"} if key else {}
         self._ssl: ssl.SSLContext | None = None
@@ -152,11 +155,14 @@ class OpenAICompatTransport:
             max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS
         )
         return httpx.AsyncClient(
-            transport=AiohttpTransport(
-                uds=self._uds_path,
-                verify=self._ssl,
-                limits=limits,
-                proxy=self._proxy,
+            transport=CappedTransport(
+                AiohttpTransport(
+                    uds=self._uds_path,
+                    verify=self._ssl,
+                    limits=limits,
+                    proxy=self._proxy,
+                ),
+                self._max_body_bytes,
             ),
             headers=self._headers,
             auth=self._auth,
@@ -198,6 +204,8 @@ class OpenAICompatTransport:
         except (httpx.RequestError, aiohttp.ClientError, TimeoutError) as exc:
             failure = _transport_failure(self.provider, exc, self._secrets, self._uds_path)
             raise Retryable(failure) from exc
+        except ResponseTooLarge as exc:  # not retried: the server would send it again
+            raise TransportError(f"{self.provider} {exc}") from None
         latency_ms = (time.perf_counter() - started) * 1000.0
         body = response.text
         if response.status_code != 200:

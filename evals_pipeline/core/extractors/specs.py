@@ -5,6 +5,10 @@ oai-http:url=U[,model=M]       OpenAI-compatible chat completions over HTTP
 oai-uds:path=P[,model=M]       the same over a Unix domain socket
 cassette:path=P                replay a recorded cassette (zero outbound calls)
 oracle                         the expected graph, through the whole pipeline
+
+A live kind also takes `timeout=S` (seconds a request may take, default 120) and `retries=N`
+(retries after the first request, default 2): how calls are made, not what they answer, so
+they leave the extraction cache's fingerprint as it was.
 """
 
 from __future__ import annotations
@@ -23,11 +27,13 @@ from .base import Extractor, TransportExtractor
 
 BackendKind = Literal["anthropic", "oai-http", "oai-uds", "cassette", "oracle"]
 
+# How a live backend's calls are made; not part of what it answers (see answers_identity).
+_TRANSPORT = frozenset({"timeout", "retries"})
 _PARAMS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     # kind: (required, optional)
-    "anthropic": (frozenset(), frozenset({"model"})),
-    "oai-http": (frozenset({"url"}), frozenset({"model"})),
-    "oai-uds": (frozenset({"path"}), frozenset({"model"})),
+    "anthropic": (frozenset(), frozenset({"model"}) | _TRANSPORT),
+    "oai-http": (frozenset({"url"}), frozenset({"model"}) | _TRANSPORT),
+    "oai-uds": (frozenset({"path"}), frozenset({"model"}) | _TRANSPORT),
     "cassette": (frozenset({"path"}), frozenset()),
     "oracle": (frozenset(), frozenset()),
 }
@@ -58,6 +64,25 @@ class BackendSpec:
         if not self.is_live:
             return None
         return self.params.get("model", DEFAULT_MODELS[self.kind])
+
+    @property
+    def timeout_s(self) -> float | None:
+        """`timeout=`: how long one request may take, in seconds; None for the default."""
+        return float(self.params["timeout"]) if "timeout" in self.params else None
+
+    @property
+    def max_retries(self) -> int | None:
+        """`retries=`: retries after a call's first request; None for the default."""
+        return int(self.params["retries"]) if "retries" in self.params else None
+
+    @property
+    def answers_identity(self) -> str:
+        """The spec without its transport settings: what decides the answers. As written when
+        it has none, so the fingerprints of existing caches hold."""
+        if not _TRANSPORT & self.params.keys():
+            return self.raw
+        kept = ",".join(f"{k}={v}" for k, v in self.params.items() if k not in _TRANSPORT)
+        return f"{self.kind}:{kept}" if kept else self.kind
 
     def describe(self) -> str:
         """The spec with nothing secret in it: a URL's user info, query string and fragment
@@ -103,6 +128,10 @@ def parse_backend_spec(spec: str) -> BackendSpec:
         raise BackendSpecError(spec, f"{kind} needs {', '.join(missing)}=...")
     if "url" in params:
         _check_url(spec, params["url"])
+    if "timeout" in params:
+        _check_number(spec, "timeout", params["timeout"])
+    if "retries" in params:
+        _check_number(spec, "retries", params["retries"])
     return BackendSpec(kind=kind, params=params, raw=spec.strip())  # type: ignore[arg-type]
 
 
@@ -119,6 +148,21 @@ def _check_url(spec: str, url: str) -> None:
             spec,
             f"url {url!r} must be http:// or https:// with a host, e.g. http://127.0.0.1:8000/v1",
         )
+
+
+def _check_number(spec: str, name: str, value: str) -> None:
+    """`timeout=`: seconds, above 0 and at most an hour; `retries=`: a whole number, 0 to 10."""
+    if name == "timeout":
+        try:
+            ok = 0.0 < float(value) <= 3600.0  # False for nan; inf is over the hour
+        except ValueError:
+            ok = False
+        rule = "a number of seconds above 0 and at most 3600"
+    else:
+        ok = value.isdigit() and int(value) <= 10
+        rule = "a whole number from 0 to 10"
+    if not ok:
+        raise BackendSpecError(spec, f"{name}={value!r} must be {rule}")
 
 
 def check_name(name: str) -> str | None:
@@ -156,7 +200,9 @@ def build_extractor(
     """Resolve a spec to an extractor. Cassette backends load with unique keys (one answer per
     call), so a duplicate-keyed cassette fails here, before any extraction; `unique_keys=False`
     serves identical keys FIFO instead (the bench's recast cases repeat a call on purpose).
-    `keys`: the only extract keys the caller will ask of a cassette (see `load_cassette`)."""
+    `keys`: the only extract keys the caller will ask of a cassette (see `load_cassette`).
+    A spec's own `timeout=` and `retries=` win over `timeout_s` and `max_retries`."""
+    retries = spec.max_retries if spec.max_retries is not None else max_retries
     if spec.kind == "anthropic":
         from .anthropic import AnthropicTransport
 
@@ -165,8 +211,8 @@ def build_extractor(
                 model=spec.model or DEFAULT_MODELS["anthropic"],
                 api_key=anthropic_api_key,
                 base_url=anthropic_base_url,
-                timeout_s=timeout_s,
-                max_retries=max_retries,
+                timeout_s=spec.timeout_s or timeout_s,
+                max_retries=retries,
             )
         )
     if spec.kind in ("oai-http", "oai-uds"):
@@ -179,8 +225,8 @@ def build_extractor(
                 url=url,
                 uds_path=uds,
                 model=spec.model or DEFAULT_MODELS[spec.kind],
-                timeout_s=timeout_s,
-                max_retries=max_retries,
+                timeout_s=spec.timeout_s or timeout_s,
+                max_retries=retries,
             )
         )
     if spec.kind == "cassette":

@@ -515,3 +515,22 @@ def test_base_url_from_environment(
     extractor = TransportExtractor(AnthropicTransport(model="m", api_key=TEST_API_KEY))
     assert len(_extract(extractor).result.entities) == 2
     assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("status", [200, 529])
+def test_a_body_past_the_ceiling_is_refused_through_the_sdk(
+    server: LoopbackLLMServer, status: int
+) -> None:
+    """The SDK's client runs over a capped transport (of the httpx fork it uses): a reply or
+    an error body past `max_body_bytes` fails typed, not retried, and none of it is kept."""
+    pad = "x" * 200_000
+    huge = (
+        _msg({"entities": [], "pad": pad}) if status == 200 else Reply(status=529, raw=pad.encode())
+    )
+    server.enqueue(huge, huge, huge)
+    failure = _failure(_extractor(server, max_body_bytes=100_000)).failure
+    assert isinstance(failure, FailureRecord)
+    assert failure.classification == "http_error"
+    assert failure.raw_body.startswith("anthropic response body over 100,000 bytes")
+    assert "xxxx" not in failure.raw_body
+    assert len(server.requests) == 1

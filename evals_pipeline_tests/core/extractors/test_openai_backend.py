@@ -876,3 +876,71 @@ def test_an_error_body_that_echoes_the_request_keeps_no_url_credential(
     for secret in (basic, "pw-SECRETURL", "QSECRET-123", "abc%2Fdef%2Bghi%3D%3D"):
         assert secret not in failure.raw_body, secret
     assert "auth was Basic ***" in failure.raw_body
+
+
+# -- a response body past the ceiling -------------------------------------------------------
+
+
+def test_a_body_announced_past_the_ceiling_is_refused_unread(server: LoopbackLLMServer) -> None:
+    """A 200 whose Content-Length passes `max_body_bytes` fails at once, typed, not retried,
+    and none of it reaches the sidecar record (a 200 MB body had gone there whole)."""
+    huge = _completion({"entities": [], "pad": "x" * 200_000})
+    server.enqueue(huge, huge, huge)
+    failure = _failure(_extractor(server, max_body_bytes=100_000)).failure
+    assert isinstance(failure, FailureRecord)
+    assert failure.classification == "http_error"
+    assert re.match(r"oai-(http|uds) response body over 100,000 bytes", failure.raw_body)
+    assert "xxxx" not in failure.raw_body
+    assert len(server.requests) == 1  # not retried: the same server would send it again
+
+
+def test_a_body_without_a_length_is_cut_off_at_the_ceiling() -> None:
+    """A body delimited by the connection's close (no Content-Length) is read only up to the
+    ceiling: the server below would send 50 MB."""
+    sent: list[int] = []
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+
+        def serve() -> None:
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                    b"connection: close\r\n\r\n"
+                )
+                block = b"x" * 65536
+                with contextlib.suppress(OSError):
+                    for _ in range(800):
+                        conn.sendall(block)
+                        sent.append(len(block))
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        transport = OpenAICompatTransport(
+            url=f"http://127.0.0.1:{port}/v1/chat/completions",
+            max_retries=2,
+            timeout_s=10.0,
+            max_body_bytes=1_000_000,
+        )
+        failure = _failure(TransportExtractor(transport)).failure
+        thread.join(timeout=10)
+    assert isinstance(failure, FailureRecord)
+    assert failure.raw_body == "oai-http response body over 1,000,000 bytes; not read further"
+    assert sum(sent) < 800 * 65536  # the client stopped reading and closed: the rest never went
+
+
+def test_a_specs_timeout_and_retries_bound_a_hung_server() -> None:
+    """`timeout=` and `retries=` in the spec: a server that never answers costs one 0.3 s
+    request, not three of the default 120 s."""
+    with LoopbackLLMServer("openai") as server:
+        server.enqueue(*[dataclasses.replace(_completion(ENTITIES), delay_s=30.0)] * 3)
+        spec = parse_backend_spec(f"oai-http:url={server.base_url},timeout=0.3,retries=0")
+        started = time.monotonic()
+        failure = _failure(build_extractor(spec)).failure
+        elapsed = time.monotonic() - started
+    assert isinstance(failure, FailureRecord) and failure.classification == "http_error"
+    assert "timeout" in failure.raw_body
+    assert len(server.requests) == 1 and elapsed < 5.0

@@ -36,6 +36,13 @@ def test_reference_specs_parse(spec: str, kind: str, params: dict[str, str]) -> 
         ("cassette:path=a,path=b", "given twice"),
         ("anthropic:", "nothing after"),
         ("oracle:model=x", "unknown parameter 'model' for oracle"),
+        ("anthropic:timeout=soon", "timeout='soon' must be a number of seconds above 0"),
+        ("anthropic:timeout=0", "timeout='0' must be"),
+        ("anthropic:timeout=nan", "timeout='nan' must be"),
+        ("anthropic:timeout=inf", "timeout='inf' must be"),
+        ("oai-uds:path=s,retries=-1", "retries='-1' must be a whole number from 0 to 10"),
+        ("oai-uds:path=s,retries=11", "retries='11' must be"),
+        ("cassette:path=c.jsonl,timeout=5", "unknown parameter 'timeout' for cassette"),
     ],
 )
 def test_typos_are_usage_errors_naming_the_spec(spec: str, problem: str) -> None:
@@ -93,3 +100,24 @@ def test_describe_drops_a_fragment_and_keeps_an_ipv6_host() -> None:
 def test_a_url_that_cannot_reach_a_server_is_a_spec_error(url: str, problem: str) -> None:
     with pytest.raises(BackendSpecError, match=problem):
         parse_backend_spec(f"oai-http:url={url}")
+
+
+def test_timeout_and_retries_reach_the_transport_and_leave_the_fingerprint() -> None:
+    """A hung server had cost ~6 minutes a chunk at the fixed 120 s; the spec now says how long.
+    How calls are made does not change what they answer, so the cache stays the same."""
+    from evals_pipeline.core.cassettes.cache import backend_fingerprint
+    from evals_pipeline.core.extractors.specs import build_extractor
+
+    plain = parse_backend_spec("oai-http:url=http://127.0.0.1:9/v1,model=m")
+    tuned = parse_backend_spec("oai-http:url=http://127.0.0.1:9/v1,timeout=2.5,model=m,retries=0")
+    assert (tuned.timeout_s, tuned.max_retries) == (2.5, 0)
+    assert (plain.timeout_s, plain.max_retries) == (None, None)
+    assert tuned.answers_identity == "oai-http:url=http://127.0.0.1:9/v1,model=m"
+    assert plain.answers_identity == plain.raw  # as written: existing caches keep their name
+    assert backend_fingerprint(tuned, corpus_digest="d") == backend_fingerprint(
+        plain, corpus_digest="d"
+    )
+    transport = build_extractor(tuned).transport  # type: ignore[attr-defined]
+    assert (transport._timeout_s, transport._max_retries) == (2.5, 0)
+    transport = build_extractor(plain).transport  # type: ignore[attr-defined]
+    assert (transport._timeout_s, transport._max_retries) == (120.0, 2)
