@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, MalformedReply, TransportError
 from ..models import Attempt, ChatRequest
-from .base import LoopBound, Reply, counted
+from .base import LoopBound, Reply, counted_reply
 from .capped import MAX_BODY_BYTES, sdk_capped_transport, too_large
 from .redaction import redacted
 from .retries import Retryable, Tries, retry_after_seconds, retryable_status, with_retries
@@ -181,28 +181,21 @@ class AnthropicTransport:
         )
 
     async def complete(self, request: ChatRequest) -> Reply:
-        tries = Tries()
-        try:
-            attempt, body = await self._call(request, tries)
-        except (TransportError, MalformedReply) as exc:
-            exc.requests = tries.count
-            raise
-        return Reply(attempt=counted(attempt, tries.count), raw_body=body)
-
-    async def _call(self, request: ChatRequest, tries: Tries) -> tuple[Attempt, str]:
-        return await messages_call(
-            self._clients.get(),
-            label="anthropic",
-            model=self.model,
-            system=request.system,
-            user=request.user,
-            max_tokens=request.max_tokens,
-            timeout_s=self._timeout_s,
-            max_retries=self._max_retries,
-            backoff_s=self._backoff_s,
-            max_backoff_s=self._max_backoff_s,
-            max_retry_after_s=self._max_retry_after_s,
-            tries=tries,
+        return await counted_reply(
+            lambda tries: messages_call(
+                self._clients.get(),
+                label="anthropic",
+                model=self.model,
+                system=request.system,
+                user=request.user,
+                max_tokens=request.max_tokens,
+                timeout_s=self._timeout_s,
+                max_retries=self._max_retries,
+                backoff_s=self._backoff_s,
+                max_backoff_s=self._max_backoff_s,
+                max_retry_after_s=self._max_retry_after_s,
+                tries=tries,
+            )
         )
 
     async def aclose(self) -> None:

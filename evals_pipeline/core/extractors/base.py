@@ -37,6 +37,7 @@ from ..models import (
 from ..options import ExtractOptions
 from ..parsing import EdgesReply, EntitiesReply, TypesReply, parse_structured
 from ..prompts import ExtractPrompts, render_classify_prompt, render_extract_prompts
+from .retries import Tries
 
 T = TypeVar("T", bound=BaseModel)
 C = TypeVar("C")
@@ -87,6 +88,18 @@ class Reply:
 def counted(attempt: Attempt, requests: int) -> Attempt:
     """`attempt` as it took `requests` HTTP requests (retries before it included)."""
     return attempt if requests == 1 else attempt.model_copy(update={"http_requests": requests})
+
+
+async def counted_reply(call: Callable[[Tries], Awaitable[tuple[Attempt, str]]]) -> Reply:
+    """One call with its retries, `call(tries)`, and the HTTP requests it sent: on the reply's
+    attempt, or on the TransportError or MalformedReply it ended in (every transport's)."""
+    tries = Tries()
+    try:
+        attempt, body = await call(tries)
+    except (TransportError, MalformedReply) as exc:
+        exc.requests = tries.count
+        raise
+    return Reply(attempt=counted(attempt, tries.count), raw_body=body)
 
 
 class ChatTransport(Protocol):

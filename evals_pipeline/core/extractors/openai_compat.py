@@ -20,7 +20,7 @@ from httpx_aiohttp import AiohttpTransport
 
 from ..errors import MalformedReply, TransportError
 from ..models import Attempt, ChatRequest
-from .base import LoopBound, Reply, counted
+from .base import LoopBound, Reply, counted_reply
 from .capped import MAX_BODY_BYTES, CappedTransport, ResponseTooLarge
 from .redaction import redacted
 from .retries import Retryable, Tries, retry_after_seconds, retryable_status, with_retries
@@ -170,8 +170,7 @@ class OpenAICompatTransport:
         )
 
     async def complete(self, request: ChatRequest) -> Reply:
-        tries = Tries()
-        try:
+        async def call(tries: Tries) -> tuple[Attempt, str]:
             reply = await with_retries(
                 lambda: self._send_once(request),
                 max_retries=self._max_retries,
@@ -180,10 +179,9 @@ class OpenAICompatTransport:
                 max_retry_after_s=self._max_retry_after_s,
                 tries=tries,
             )
-        except (TransportError, MalformedReply) as exc:
-            exc.requests = tries.count
-            raise
-        return Reply(attempt=counted(reply.attempt, tries.count), raw_body=reply.raw_body)
+            return reply.attempt, reply.raw_body
+
+        return await counted_reply(call)
 
     async def _send_once(self, request: ChatRequest) -> Reply:
         payload = {
