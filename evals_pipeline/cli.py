@@ -245,6 +245,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EvalsError as exc:
         print(f"evals-pipeline: error: {exc}", file=sys.stderr)
         return USAGE_ERROR
+    except KeyboardInterrupt:  # Ctrl-C while waiting for a pool slot (see stale_runs)
+        print("evals-pipeline: interrupted", file=sys.stderr)
+        return 130
     print_summary(outcome)
     print_problems(outcome, verbose=args.verbose)
     if not outcome.success or outcome.report_path is None:

@@ -320,6 +320,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EvalsError as exc:  # a bad config or input file: one line naming it, no traceback
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C while waiting for a pool slot (see stale_runs)
+        print(f"{parser.prog}: interrupted", file=sys.stderr)
+        return 130
     print_summary(outcome)
     print_problems(outcome, verbose=args.verbose)
     if not outcome.success or outcome.report_path is None:

@@ -162,3 +162,54 @@ def test_the_driver_runs_past_a_killed_runs_slot(instance: DagsterInstance, tmp_
     worker.start()
     worker.join(timeout=300)
     assert done == [True]
+
+
+def test_ctrl_c_stops_a_driver_waiting_for_a_slot(tmp_path: Path) -> None:
+    """A live run holds the pool's one slot: the driver says who holds it and waits, and
+    SIGINT ends it at once with 130 (Dagster's own wait had ignored SIGINT and SIGTERM)."""
+    import signal
+    import sys
+
+    from evals_pipeline_tests.support.hermetic import hermetic_environ
+    from evals_pipeline_tests.test_cli_e2e import good_config
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(
+        "concurrency:\n  pools:\n    default_limit: 1\ntelemetry:\n  enabled: false\n"
+    )
+    with (
+        DagsterInstance.from_config(str(home)) as instance,
+        subprocess.Popen(["sleep", "120"]) as holder,
+    ):
+        run_id = _holding_run(
+            instance, f"{socket.gethostname()}/{holder.pid}/", DagsterRunStatus.STARTED
+        )
+        env = {**hermetic_environ(), "DAGSTER_HOME": str(home)}
+        driver = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "evals_pipeline.materialize",
+                "--config",
+                str(good_config(tmp_path)),
+            ],
+            cwd=tmp_path,
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert driver.stderr is not None
+            deadline = time.monotonic() + 120
+            line = ""
+            while time.monotonic() < deadline and "waiting for a slot" not in line:
+                line = driver.stderr.readline()
+                assert line or driver.poll() is None, "the driver ended without waiting"
+            assert f"held by run {run_id}" in line and f"pid {holder.pid}" in line
+            driver.send_signal(signal.SIGINT)
+            assert driver.wait(timeout=10) == 130
+            assert "interrupted" in driver.stderr.read()
+        finally:
+            driver.kill()
+            holder.kill()
