@@ -71,7 +71,11 @@ class Owner:
             return True  # no /proc: the pid is in use, assume the run's
         if self.start and now != self.start:
             return False  # the pid now belongs to a later process
-        return Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z"
+        try:
+            state = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+        except OSError:
+            return False  # it ended between the two reads
+        return state != "Z"
 
 
 def owner_of(instance: DagsterInstance, run: DagsterRun) -> Owner | None:

@@ -174,7 +174,11 @@ class CassetteWriter(JsonlAppender):
         data = (record.model_dump_json() + "\n").encode("utf-8")
         if not self.unique:
             return self._append(data)
-        return self._append(data, skip=lambda fd: self._holds(fd, record.key))
+        try:
+            return self._append(data, skip=lambda fd: self._holds(fd, record.key))
+        except CassetteWriteError:
+            self._keys.discard(record.key)  # not written: a retry of it must be appended
+            raise
 
     def _holds(self, fd: int, key: str) -> bool:
         """Whether the locked file holds `key`, reading only the lines added since last asked
@@ -234,8 +238,9 @@ def _iter_lines(
             continue
         try:
             record = _parse_line(model, raw, path, number)
-        except CassetteCorrupt:
-            if skip_torn_tail and not raw.endswith(b"\n"):
+        except CassetteCorrupt as exc:
+            # Only JSON cut short: a whole JSON line that is not a record stays an error.
+            if skip_torn_tail and not raw.endswith(b"\n") and "torn last line" in exc.problem:
                 return  # only the last line can lack its newline: a write cut off mid-line
             raise
         yield number, at, raw, record

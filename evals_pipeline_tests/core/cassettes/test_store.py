@@ -643,3 +643,37 @@ def test_a_folder_or_a_missing_file_is_named_as_such(tmp_path: Path) -> None:
     with pytest.raises(CassetteCorrupt) as missing:  # still caught as an unusable cassette
         load_cassette(tmp_path / "nope.jsonl")
     assert str(missing.value) == f"cassette {tmp_path / 'nope.jsonl'}: file not found"
+
+
+def test_a_whole_json_last_line_that_is_no_record_is_not_skipped(tmp_path: Path) -> None:
+    """Only JSON cut short is a torn line: the appender keeps whole JSON, so load must not
+    skip it either (it would become a corrupt middle line after the next append)."""
+    path = tmp_path / "c.jsonl"
+    write(path, record("a" * 64))
+    path.write_bytes(path.read_bytes() + b'{"key":"x"}')
+    with pytest.raises(CassetteCorrupt) as err:
+        load_cassette(path, skip_torn_tail=True)
+    assert err.value.line == 2
+
+
+def test_a_unique_append_that_failed_is_appended_on_retry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from evals_pipeline.core.cassettes import store
+    from evals_pipeline.core.errors import CassetteWriteError
+
+    path = tmp_path / "c.jsonl"
+    writer = CassetteWriter(path, unique=True)
+    real_write = os.write
+
+    def disk_full(fd: int, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store.os, "write", disk_full)
+    with pytest.raises(CassetteWriteError):
+        writer.append(record("a" * 64))
+    monkeypatch.setattr(store.os, "write", real_write)
+    assert writer.append(record("a" * 64)) is True
+    assert list(load_cassette(path, unique=True).keys()) == ["a" * 64]
