@@ -100,10 +100,7 @@ class JsonlAppender:
         if self._ends_mid_line(fd):
             # A whole last line short of its newline only (a write cut just before it).
             data = b"\n" + data
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
+        _write_all(fd, data)
 
     def _ends_mid_line(self, fd: int) -> bool:
         size = os.fstat(fd).st_size
@@ -133,9 +130,7 @@ class JsonlAppender:
             pass
         aside = os.open(self.torn_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            view = memoryview(tail + b"\n")
-            while view:
-                view = view[os.write(aside, view) :]
+            _write_all(aside, tail + b"\n")
             os.fsync(aside)  # the torn bytes are safe elsewhere before they leave this file
         finally:
             os.close(aside)
@@ -143,6 +138,13 @@ class JsonlAppender:
 
     def append_model(self, model: BaseModel) -> None:
         self.append_line(model.model_dump_json())
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write every byte of `data`: a write may take fewer bytes than given."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _after_last_newline(fd: int, size: int, block: int = 1 << 16) -> int:
