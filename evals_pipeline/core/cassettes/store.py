@@ -128,10 +128,20 @@ class JsonlAppender:
             return
         except ValueError:
             pass
-        aside = os.open(self.torn_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        aside = os.open(self.torn_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            _write_all(aside, tail + b"\n")
-            os.fsync(aside)  # the torn bytes are safe elsewhere before they leave this file
+            kept = os.fstat(aside).st_size
+            try:
+                # A torn tail is a line of its own there too, even after an aside cut short.
+                lead = b"\n" if kept and os.pread(aside, 1, kept - 1) != b"\n" else b""
+                _write_all(aside, lead + tail + b"\n")
+                os.fsync(aside)  # the torn bytes are safe elsewhere before they leave this file
+            except OSError:
+                # A full disk again: the tail stays in this file, so the partial copy goes
+                # (the next append moves the tail aside whole, not glued to a fragment).
+                with contextlib.suppress(OSError):
+                    os.ftruncate(aside, kept)
+                raise
         finally:
             os.close(aside)
         os.ftruncate(fd, start)
@@ -188,21 +198,59 @@ class CassetteWriter(JsonlAppender):
         stat = os.fstat(fd)
         if (stat.st_dev, stat.st_ino) != self._file_id or stat.st_size < self._read_to:
             self._keys, self._read_to, self._file_id = set(), 0, (stat.st_dev, stat.st_ino)
-        if stat.st_size > self._read_to:
-            added = os.pread(fd, stat.st_size - self._read_to, self._read_to)
-            whole = added[: added.rfind(b"\n") + 1]  # a torn tail was set aside: none here
-            for raw in whole.splitlines():
-                found = _leading_key(raw) if raw.strip() else None
-                if found is None and raw.strip():
-                    with contextlib.suppress(ValueError):
-                        found = str(json.loads(raw).get("key"))
-                if found is not None:
-                    self._keys.add(found)
-            self._read_to += len(whole)
+        for raw in _whole_lines(fd, self._read_to, stat.st_size):
+            self._read_to += len(raw)
+            found = _line_key(raw)
+            if found is not None:
+                self._keys.add(found)
         if key in self._keys:
             return True
         self._keys.add(key)  # its line is read again next time: reading stays O(file)
         return False
+
+
+_READ_BLOCK = 1 << 20
+
+
+def _whole_lines(fd: int, start: int, end: int) -> Iterator[bytes]:
+    """The whole lines (each with its newline) of bytes `start`..`end` of `fd`, read a block at
+    a time: a big cassette is not read into memory at once (nor cut short by one `pread`'s
+    2 GiB limit). A last line without its newline is not yielded (a torn tail was set aside
+    before this is asked, so none is there)."""
+    pending: list[bytes] = []  # the start of a line that runs past the blocks read so far
+    at = start
+    while at < end:
+        data = os.pread(fd, min(_READ_BLOCK, end - at), at)
+        if not data:
+            return  # the file is shorter than it was said to be
+        at += len(data)
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            pending.append(data)
+            continue
+        if pending:
+            cut += sum(map(len, pending))
+            data = b"".join([*pending, data])
+            pending = []
+        yield from data[:cut].splitlines(keepends=True)
+        if cut < len(data):
+            pending.append(data[cut:])
+
+
+def _line_key(raw: bytes) -> str | None:
+    """The key of a cassette line: the one it starts with, as the recorder writes it, else the
+    "key" string of whatever JSON object it is; None for a blank line or one with no key."""
+    if not raw.strip():
+        return None
+    found = _leading_key(raw)
+    if found is not None:
+        return found
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    key = value.get("key") if isinstance(value, dict) else None
+    return key if isinstance(key, str) else None
 
 
 def iter_records(

@@ -244,12 +244,20 @@ def test_two_processes_recording_into_one_file_never_interleave(tmp_path: Path) 
 
 _UNIQUE_WRITER = textwrap.dedent(
     """
-    import sys
+    import sys, time
+    from pathlib import Path
     from evals_pipeline.core.cassettes.store import CassetteWriter
     from evals_pipeline_tests.core.cassettes.test_store import record
-    path, name = sys.argv[1], sys.argv[2]
+    path, name, go = sys.argv[1], sys.argv[2], Path(sys.argv[3])
     writer = CassetteWriter(path, unique=True)
-    kept = sum(writer.append(record(f"{i:064d}", text=name)) for i in range(300))
+    order = range(300) if name == "a" else range(299, -1, -1)
+    (go.parent / f"ready-{name}").touch()
+    while not go.exists():  # the barrier: both start appending at once
+        time.sleep(0.001)
+    kept = 0
+    for i in order:
+        kept += writer.append(record(f"{i:064d}", text=name))
+        time.sleep(0.001)  # each append's window is far wider than the start's jitter
     print(kept)
     """
 )
@@ -258,12 +266,14 @@ _UNIQUE_WRITER = textwrap.dedent(
 def test_two_processes_recording_the_same_calls_leave_each_key_once(tmp_path: Path) -> None:
     """Two runs recording one backend into one cassette at once ask the same keys: whichever
     appends a key second finds it there (read under the lock) and does not append it again,
-    so the cassette still replays with unique keys."""
+    so the cassette still replays with unique keys. The two start together and walk the keys
+    from opposite ends, so each reads the other's appends as they come."""
     path = tmp_path / "shared.jsonl"
+    go = tmp_path / "go"
     write(path, record(f"{7:064d}", text="earlier"))  # held before either started
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", _UNIQUE_WRITER, str(path), name],
+            [sys.executable, "-c", _UNIQUE_WRITER, str(path), name, str(go)],
             cwd=REPO,
             env={**os.environ, "PYTHONPATH": str(REPO)},
             stdout=subprocess.PIPE,
@@ -271,9 +281,68 @@ def test_two_processes_recording_the_same_calls_leave_each_key_once(tmp_path: Pa
         )
         for name in ("a", "b")
     ]
+    deadline = time.monotonic() + 60
+    while not all((tmp_path / f"ready-{n}").exists() for n in "ab"):
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
+        time.sleep(0.005)
+    go.touch()
     kept = [int(proc.communicate(timeout=120)[0]) for proc in procs]
     cassette = load_cassette(path, unique=True)  # raised CassetteDuplicateKey before
     assert len(cassette) == 300 and sum(kept) == 299
+    assert min(kept) > 0  # both wrote: the appends really did meet
+    texts = [r.response.transcript[0].attempts[0].text for _, r in iter_records(path)]
+    assert texts.count("a") == kept[0] and texts.count("b") == kept[1]
+
+
+def test_a_unique_append_reads_a_big_file_a_block_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first unique append reads what the file holds in blocks (it had read the whole file
+    in one pread: 665 MB peak for a 338 MB file, and a short read past 2 GiB)."""
+    from evals_pipeline.core.cassettes import store
+
+    path = tmp_path / "big.jsonl"
+    keys = [f"{i:064d}" for i in range(40)]
+    _write(path, *keys[:20])
+    with path.open("a") as handle:  # lines the recorder did not write: found by their JSON
+        for key in keys[20:]:
+            handle.write(json.dumps({"pad": "x" * 3000, "key": key}) + "\n")
+    monkeypatch.setattr(store, "_READ_BLOCK", 1000)  # every line spans blocks
+    real_pread = os.pread
+    sizes: list[int] = []
+
+    def pread(fd: int, size: int, offset: int) -> bytes:
+        sizes.append(size)
+        return real_pread(fd, size, offset)
+
+    monkeypatch.setattr(store.os, "pread", pread)
+    writer = CassetteWriter(path, unique=True)
+    assert not any(writer.append(record(key)) for key in keys)  # every key found, none added
+    assert max(sizes) <= 1000
+    assert writer.append(record("f" * 64)) is True
+
+
+def test_a_unique_append_passes_over_json_lines_that_are_no_object(tmp_path: Path) -> None:
+    path = tmp_path / "odd.jsonl"
+    path.write_text('[1, 2]\n"text"\n{"key": 5}\n{"no": "key"}\n')
+    writer = CassetteWriter(path, unique=True)  # a list had raised AttributeError
+    assert writer.append(record("a" * 64)) is True
+    assert writer.append(record("a" * 64)) is False
+
+
+def test_a_unique_writer_reads_afresh_a_file_replaced_or_cut_shorter(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    writer = CassetteWriter(path, unique=True)
+    assert writer.append(record("a" * 64)) and writer.append(record("b" * 64))
+    replacement = tmp_path / "new.jsonl"
+    _write(replacement, "c" * 64)
+    replacement.replace(path)  # another file at the path, without a or b
+    assert writer.append(record("a" * 64)) is True
+    assert writer.append(record("c" * 64)) is False
+    _write(path, "d" * 64)  # the same file rewritten shorter, in place
+    assert writer.append(record("b" * 64)) is True
+    assert writer.append(record("d" * 64)) is False
+    assert [r.key[0] for _, r in iter_records(path)] == ["d", "b"]
 
 
 def test_a_full_disk_is_a_typed_error_and_keeps_earlier_records(
@@ -303,6 +372,41 @@ def test_a_full_disk_is_a_typed_error_and_keeps_earlier_records(
     write(path, record("d" * 64))  # space again: the torn line goes aside, whole
     assert [r.key[0] for _, r in iter_records(path)] == ["a", "b", "d"]
     assert (tmp_path / "full.jsonl.torn").read_bytes().startswith(b'{"key":"ccc')
+
+
+def test_a_torn_tail_set_aside_on_a_full_disk_again_leaves_no_fragment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Moving a torn tail aside can hit the full disk again: the partial copy in `.torn` is
+    cut off (the tail is still in the cassette), so the next move does not glue the tail to
+    a fragment of itself."""
+    import errno
+
+    from evals_pipeline.core.cassettes import store
+    from evals_pipeline.core.errors import CassetteWriteError
+
+    path = tmp_path / "c.jsonl"
+    write(path, record("a" * 64))
+    torn = record("b" * 64).model_dump_json()[:60]
+    with path.open("a") as handle:
+        handle.write(torn)
+    aside = tmp_path / "c.jsonl.torn"
+    aside.write_text("an earlier torn line, cut short")  # no newline
+    real_write = os.write
+
+    def disk_full(fd: int, data: bytes) -> int:
+        real_write(fd, bytes(data)[:10])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store.os, "write", disk_full)
+    with pytest.raises(CassetteWriteError):
+        write(path, record("c" * 64))
+    assert aside.read_text() == "an earlier torn line, cut short"
+    assert path.read_text().endswith(torn)  # nothing left the cassette
+    monkeypatch.setattr(store.os, "write", real_write)
+    write(path, record("c" * 64))
+    assert aside.read_text() == "an earlier torn line, cut short\n" + torn + "\n"
+    assert [r.key[0] for _, r in iter_records(path)] == ["a", "c"]
 
 
 def _write(path: Path, *keys: str) -> None:
