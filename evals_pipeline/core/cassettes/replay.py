@@ -24,7 +24,7 @@ from ..extractors.base import (
 from ..models import ChatRequest, ClassifyOutcome, Edge, Entity, Episode, ExtractionOutcome
 from ..options import ExtractOptions
 from ..prompts import render_extract_prompts
-from .format import ReplayRecord
+from .format import ServedRecord
 from .keys import classify_key, extract_key
 from .store import Cassette, load_cassette
 
@@ -32,7 +32,7 @@ from .store import Cassette, load_cassette
 class _TranscriptTransport:
     """Answers each request with the next recorded attempt of the same stage."""
 
-    def __init__(self, record: ReplayRecord) -> None:
+    def __init__(self, record: ServedRecord) -> None:
         self.provider = record.provider
         self.model = record.model
         self._record = record

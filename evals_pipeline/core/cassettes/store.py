@@ -36,7 +36,7 @@ from ..errors import (
 from ..files import field_path
 from ..gc_tuning import gc_paused
 from ..memo import on_forget
-from .format import CassetteRecord, ReplayRecord
+from .format import CassetteRecord, ReplayRecord, ServedRecord
 
 R = TypeVar("R", CassetteRecord, ReplayRecord)
 
@@ -357,7 +357,7 @@ class Cassette:
         where = self._by_key.get(key)
         return where, (self._served.get(key, 0) if self.consume else 0)
 
-    def take(self, key: str, call_type: str) -> ReplayRecord:
+    def take(self, key: str, call_type: str) -> ServedRecord:
         if self.consume:
             with self._serving:  # two threads taking one key get two answers, never one twice
                 where, served = self._next(key)
@@ -381,10 +381,10 @@ class Cassette:
             raw = os.pread(handle.fileno(), length, offset)
         except OSError as exc:  # e.g. ESTALE: the file was replaced on a network filesystem
             raise CassetteCorrupt(path, number, f"cannot read the loaded file: {exc}") from exc
-        record: ReplayRecord | None = None
+        record: ServedRecord | None = None
         if len(raw) == length:
             with contextlib.suppress(ValidationError):  # a torn or shifted line
-                record = ReplayRecord.model_validate_json(raw)
+                record = ServedRecord.model_validate_json(raw)
         if record is None or record.key != key:
             raise CassetteCorrupt(
                 path,
