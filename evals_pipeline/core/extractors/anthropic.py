@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from ..errors import ConfigError, MalformedReply, TransportError
 from ..models import Attempt, ChatRequest
 from .base import LoopBound, Reply, counted_reply
-from .capped import MAX_BODY_BYTES, sdk_capped_transport, too_large
+from .capped import MAX_BODY_BYTES, refused_body, sdk_capped_transport
 from .redaction import redacted
 from .retries import Retryable, Tries, retry_after_seconds, retryable_status, with_retries
 from .specs import DEFAULT_MODELS
@@ -72,7 +72,7 @@ async def messages_call(
         try:
             return await attempt()
         except Exception as exc:  # the SDK wraps what its send raised in APIConnectionError
-            if (cap := too_large(exc)) is not None:  # not retried: it would come again
+            if (cap := refused_body(exc)) is not None:  # not retried: it would come again
                 raise TransportError(f"{label} {cap}") from None
             raise
 

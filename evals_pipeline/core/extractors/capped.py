@@ -4,11 +4,17 @@ A misbehaving server or proxy can send a body of any size; read whole, it fills 
 then the failure sidecar. A chat completion or Message is a few kilobytes, so a body past
 `MAX_BODY_BYTES` is a fault: reading stops there, and the call fails with a typed error
 (not retried, since the same server would send it again).
+
+The ceiling holds for the body as decoded, not only as sent: a gzip body of 32 KB can inflate
+to 32 MB (a "zip bomb"), and httpx would inflate it whole. So the capped transport asks for
+gzip or deflate only, inflates them itself a bounded step at a time, and hands the client a
+body with no Content-Encoding left to decode; any other coding is refused.
 """
 
 from __future__ import annotations
 
 import importlib
+import zlib
 from collections.abc import AsyncIterator
 from types import ModuleType
 from typing import Any
@@ -17,24 +23,82 @@ import httpx
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
 
+# The codings the capped transport asks for and can inflate under the ceiling (zlib's).
+ACCEPTED_ENCODINGS = "gzip, deflate"
 
-class ResponseTooLarge(Exception):
-    """The body passed the ceiling; what was read of it is dropped."""
 
-    def __init__(self, limit: int, announced: int | None = None) -> None:
+class RefusedBody(Exception):
+    """A response body the capped transport would not read; what was read of it is dropped."""
+
+
+class ResponseTooLarge(RefusedBody):
+    """The body passed the ceiling (as sent, or as decoded)."""
+
+    def __init__(self, limit: int, announced: int | None = None, *, decoded: bool = False) -> None:
         self.limit = limit
         said = f" (Content-Length {announced:,})" if announced is not None else ""
-        super().__init__(f"response body over {limit:,} bytes{said}; not read further")
+        what = "response body, decoded," if decoded else "response body"
+        super().__init__(f"{what} over {limit:,} bytes{said}; not read further")
 
 
-def too_large(exc: BaseException) -> ResponseTooLarge | None:
-    """The ResponseTooLarge `exc` is or wraps (an SDK wraps what its send raised), or None."""
+class UnsupportedEncoding(RefusedBody):
+    """The body came in a Content-Encoding that was not asked for and cannot be bounded."""
+
+    def __init__(self, encoding: str) -> None:
+        self.encoding = encoding
+        super().__init__(
+            f"response Content-Encoding {encoding!r} not accepted (asked for {ACCEPTED_ENCODINGS})"
+        )
+
+
+def refused_body(exc: BaseException) -> RefusedBody | None:
+    """The RefusedBody `exc` is or wraps (an SDK wraps what its send raised), or None."""
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, ResponseTooLarge):
+        if isinstance(seen, RefusedBody):
             return seen
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+def _codings(header: str) -> list[str]:
+    """The Content-Encoding codings in the order they were applied, identity dropped."""
+    named = (part.strip().lower() for part in header.split(","))
+    return [coding for coding in named if coding and coding != "identity"]
+
+
+class _Inflater:
+    """One gzip or deflate layer, inflated at most `limit` bytes in all."""
+
+    def __init__(self, coding: str, limit: int) -> None:
+        self._coding = coding
+        self._room = limit
+        self._limit = limit
+        # deflate: RFC 9110 means the zlib wrapping, which some servers omit; tried first, as
+        # httpx does, and a raw stream is inflated if the first bytes are not a zlib header.
+        wbits = zlib.MAX_WBITS | 16 if coding in ("gzip", "x-gzip") else zlib.MAX_WBITS
+        self._inflater = zlib.decompressobj(wbits)
+        self._started = False
+
+    def feed(self, data: bytes) -> bytes:
+        try:
+            out = self._inflater.decompress(data, self._room + 1)
+        except zlib.error:
+            if self._coding != "deflate" or self._started:
+                raise
+            self._inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+            out = self._inflater.decompress(data, self._room + 1)
+        self._started = True
+        return self._spend(out)
+
+    def finish(self) -> bytes:
+        return self._spend(self._inflater.flush())
+
+    def _spend(self, out: bytes) -> bytes:
+        if len(out) > self._room:
+            raise ResponseTooLarge(self._limit, decoded=True)
+        self._room -= len(out)
+        return out
 
 
 def _capped_transport_class(http: ModuleType) -> type:
@@ -42,39 +106,68 @@ def _capped_transport_class(http: ModuleType) -> type:
     anthropic SDK 2.x runs on (it refuses httpx objects), whose classes are the same."""
 
     class CappedStream(http.AsyncByteStream):  # type: ignore[name-defined]
-        def __init__(self, inner: Any, limit: int) -> None:
+        def __init__(self, inner: Any, limit: int, codings: list[str]) -> None:
             self._inner = inner
             self._limit = limit
+            self._codings = codings
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
+            # Applied in header order, so undone last first.
+            layers = [_Inflater(coding, self._limit) for coding in reversed(self._codings)]
             read = 0
-            async for chunk in self._inner:
-                read += len(chunk)
-                if read > self._limit:
-                    raise ResponseTooLarge(self._limit)
-                yield chunk
+            try:
+                async for chunk in self._inner:
+                    read += len(chunk)
+                    if read > self._limit:
+                        raise ResponseTooLarge(self._limit)
+                    for layer in layers:
+                        chunk = layer.feed(chunk)
+                    if chunk:
+                        yield chunk
+                for at, layer in enumerate(layers):
+                    rest = layer.finish()
+                    for later in layers[at + 1 :]:
+                        rest = later.feed(rest)
+                    if rest:
+                        yield rest
+            except zlib.error as exc:  # as httpx's own decoders report it
+                raise http.DecodingError(f"response body not {self._codings}: {exc}") from None
 
         async def aclose(self) -> None:
             await self._inner.aclose()
 
     class CappedTransport(http.AsyncBaseTransport):  # type: ignore[name-defined]
-        """Wraps a transport so that no response body past `limit` bytes (as sent, before any
-        decompression) is read: refused up front by its Content-Length, or cut off mid-read."""
+        """Wraps a transport so that no response body past `limit` bytes, as sent or as
+        decoded, is read: refused up front by its Content-Length, or cut off mid-read."""
 
         def __init__(self, inner: Any, limit: int = MAX_BODY_BYTES) -> None:
             self._inner = inner
             self._limit = limit
 
         async def handle_async_request(self, request: Any) -> Any:
+            request.headers["Accept-Encoding"] = ACCEPTED_ENCODINGS
             response = await self._inner.handle_async_request(request)
             announced = response.headers.get("content-length", "")
             if announced.isdigit() and int(announced) > self._limit:
                 await response.aclose()
                 raise ResponseTooLarge(self._limit, int(announced))
+            headers = response.headers
+            codings = _codings(headers.get("content-encoding", ""))
+            if unknown := [c for c in codings if c not in ("gzip", "x-gzip", "deflate")]:
+                await response.aclose()
+                raise UnsupportedEncoding(", ".join(unknown))
+            if codings:  # decoded here: the client must not decode it again
+                headers = http.Headers(
+                    [
+                        (name, value)
+                        for name, value in headers.multi_items()
+                        if name.lower() not in ("content-encoding", "content-length")
+                    ]
+                )
             return http.Response(
                 status_code=response.status_code,
-                headers=response.headers,
-                stream=CappedStream(response.stream, self._limit),
+                headers=headers,
+                stream=CappedStream(response.stream, self._limit, codings),
                 extensions=response.extensions,
             )
 

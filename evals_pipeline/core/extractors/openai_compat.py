@@ -21,7 +21,7 @@ from httpx_aiohttp import AiohttpTransport
 from ..errors import MalformedReply, TransportError
 from ..models import Attempt, ChatRequest
 from .base import LoopBound, Reply, counted_reply
-from .capped import MAX_BODY_BYTES, CappedTransport, ResponseTooLarge
+from .capped import MAX_BODY_BYTES, CappedTransport, RefusedBody
 from .redaction import redacted
 from .retries import Retryable, Tries, retry_after_seconds, retryable_status, with_retries
 
@@ -202,7 +202,7 @@ class OpenAICompatTransport:
         except (httpx.RequestError, aiohttp.ClientError, TimeoutError) as exc:
             failure = _transport_failure(self.provider, exc, self._secrets, self._uds_path)
             raise Retryable(failure) from exc
-        except ResponseTooLarge as exc:  # not retried: the server would send it again
+        except RefusedBody as exc:  # not retried: the server would send it again
             raise TransportError(f"{self.provider} {exc}") from None
         latency_ms = (time.perf_counter() - started) * 1000.0
         body = response.text

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gzip
 import itertools
 import json
 import re
@@ -533,4 +534,36 @@ def test_a_body_past_the_ceiling_is_refused_through_the_sdk(
     assert failure.classification == "http_error"
     assert failure.raw_body.startswith("anthropic response body over 100,000 bytes")
     assert "xxxx" not in failure.raw_body
+    assert len(server.requests) == 1
+
+
+def _gzipped(reply: Reply) -> Reply:
+    headers = {**reply.headers, "Content-Encoding": "gzip"}
+    return dataclasses.replace(reply, json=None, raw=gzip.compress(reply.body), headers=headers)
+
+
+def test_a_gzipped_message_is_read_through_the_sdk(server: LoopbackLLMServer) -> None:
+    """The SDK's capped transport asks for gzip, deflate and inflates them itself; the SDK
+    (httpx2) reads the inflated Message and does not decode it again."""
+    server.enqueue(_gzipped(_msg(ENTITIES)), _gzipped(_msg(EDGES)))
+    outcome = _extract(_extractor(server))
+    assert [e.name for e in outcome.result.entities] == ["Alice", "Acme"]
+    assert all(r.headers["accept-encoding"] == "gzip, deflate" for r in server.requests)
+
+
+@pytest.mark.parametrize("status", [200, 529])
+def test_a_gzip_bomb_is_cut_off_through_the_sdk(server: LoopbackLLMServer, status: int) -> None:
+    """A reply or an error body that is small on the wire but past `max_body_bytes` inflated
+    fails typed, not retried (the SDK's httpx2 had inflated it whole)."""
+    pad = " " * 20_000_000
+    huge = (
+        _msg({"entities": [], "pad": pad}) if status == 200 else Reply(status=529, raw=pad.encode())
+    )
+    bomb = _gzipped(huge)
+    assert len(bomb.body) < 100_000
+    server.enqueue(bomb, bomb, bomb)
+    failure = _failure(_extractor(server, max_body_bytes=100_000)).failure
+    assert isinstance(failure, FailureRecord)
+    assert failure.classification == "http_error"
+    assert failure.raw_body.startswith("anthropic response body, decoded, over 100,000 bytes")
     assert len(server.requests) == 1

@@ -11,6 +11,7 @@ import asyncio
 import base64
 import contextlib
 import dataclasses
+import gzip
 import itertools
 import json
 import re
@@ -20,6 +21,7 @@ import ssl
 import tempfile
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -944,3 +946,69 @@ def test_a_specs_timeout_and_retries_bound_a_hung_server() -> None:
     assert isinstance(failure, FailureRecord) and failure.classification == "http_error"
     assert "timeout" in failure.raw_body
     assert len(server.requests) == 1 and elapsed < 5.0
+
+
+def _gzipped(reply: Reply, coding: str = "gzip") -> Reply:
+    """`reply` with its body compressed as `coding` says (gzip, or deflate in zlib wrapping)."""
+    body = gzip.compress(reply.body) if coding == "gzip" else zlib.compress(reply.body)
+    headers = {**reply.headers, "Content-Encoding": coding}
+    return dataclasses.replace(reply, json=None, raw=body, headers=headers)
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate"])
+def test_a_compressed_reply_is_inflated_and_read(server: LoopbackLLMServer, coding: str) -> None:
+    """A server that compresses its replies (as it may: the client asks for gzip, deflate) is
+    read as usual; the capped transport inflates the body, and the client does not again."""
+    server.enqueue(_gzipped(_completion(ENTITIES), coding), _gzipped(_completion(EDGES), coding))
+    outcome = _extract(_extractor(server))
+    assert [e.name for e in outcome.result.entities] == ["Alice", "Acme"]
+    assert len(outcome.result.edges) == 1
+    assert all(r.headers["accept-encoding"] == "gzip, deflate" for r in server.requests)
+
+
+def test_a_compressed_body_past_the_ceiling_once_inflated_is_cut_off(
+    server: LoopbackLLMServer,
+) -> None:
+    """The ceiling counts the body as decoded: 20 MB of JSON padding gzips to ~20 KB on the
+    wire, under a 100 KB ceiling, and had been inflated whole by httpx. It fails typed, not
+    retried, and none of it reaches the failure record."""
+    bomb = _gzipped(_completion({"entities": [], "pad": " " * 20_000_000}))
+    assert len(bomb.body) < 100_000
+    server.enqueue(bomb, bomb, bomb)
+    failure = _failure(_extractor(server, max_body_bytes=100_000)).failure
+    assert isinstance(failure, FailureRecord)
+    assert failure.classification == "http_error"
+    assert re.match(
+        r"oai-(http|uds) response body, decoded, over 100,000 bytes", failure.raw_body
+    ), failure.raw_body
+    assert len(server.requests) == 1
+
+
+def test_a_body_in_a_coding_not_asked_for_is_refused(server: LoopbackLLMServer) -> None:
+    """A Content-Encoding the transport did not ask for (br, zstd: it cannot inflate them under
+    the ceiling) is refused, typed and not retried, rather than passed on undecoded."""
+    odd = dataclasses.replace(_completion(ENTITIES), headers={"Content-Encoding": "br"})
+    server.enqueue(odd, odd, odd)
+    failure = _failure(_extractor(server)).failure
+    assert isinstance(failure, FailureRecord)
+    assert failure.classification == "http_error"
+    assert "Content-Encoding 'br' not accepted" in failure.raw_body
+    assert len(server.requests) == 1
+
+
+def test_a_corrupt_gzip_body_is_a_bounded_retry_then_a_typed_failure(
+    server: LoopbackLLMServer,
+) -> None:
+    """A body that says gzip but is not fails as httpx's own decoding would (a transport
+    error, retried within the bound), and a good reply on the retry is read."""
+    corrupt = dataclasses.replace(
+        _completion(ENTITIES), headers={"Content-Encoding": "gzip"}, json=None, raw=b"not gzip"
+    )
+    server.enqueue(corrupt, _completion(ENTITIES), _completion(EDGES))
+    outcome = _extract(_extractor(server))
+    assert len(outcome.result.entities) == 2
+    assert len(server.requests) == 3
+    server.enqueue(corrupt, corrupt, corrupt)
+    failure = _failure(_extractor(server)).failure
+    assert isinstance(failure, FailureRecord)
+    assert "not ['gzip']" in failure.raw_body, failure.raw_body
