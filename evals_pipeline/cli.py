@@ -239,13 +239,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.dry_run:
             print(dry_run(config))
             return 0
+        from dagster._utils.interrupts import setup_interrupt_handlers
+
         from .materialize import materialize_all, print_problems, print_summary
+
+        setup_interrupt_handlers()  # SIGTERM as Ctrl-C, as Dagster's own CLIs (and runs) do
 
         outcome = materialize_all(config, quiet=not args.verbose)
     except EvalsError as exc:
         print(f"evals-pipeline: error: {exc}", file=sys.stderr)
         return USAGE_ERROR
-    except KeyboardInterrupt:  # Ctrl-C while waiting for a pool slot (see stale_runs)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM while waiting for a pool slot (stale_runs)
         print("evals-pipeline: interrupted", file=sys.stderr)
         return 130
     print_summary(outcome)

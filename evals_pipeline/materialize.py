@@ -13,9 +13,11 @@ non-zero exit.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,9 +29,11 @@ from dagster import (
     DagsterEvent,
     DagsterInstance,
     Definitions,
+    ExecuteInProcessResult,
     materialize,
 )
 from dagster._utils.error import SerializableErrorInfo  # the step failure's error chain
+from dagster._utils.interrupts import setup_interrupt_handlers
 
 from .assets.bench import bench_key
 from .assets.claims import CLAIMS_ASSETS, CLAIMS_GATE
@@ -40,7 +44,7 @@ from .core.gc_tuning import fewer_gc_passes
 from .core.reports.plot import CHART_FILE
 from .graph import build_definitions
 from .partitions import extraction_key
-from .stale_runs import run_tags, wait_for_slot
+from .stale_runs import run_tags, slot_held
 
 # Dagster's console logger prints every event at DEBUG, and a failed step's traceback at
 # ERROR; the driver's own summary names each failure in a line (--verbose shows the log).
@@ -70,13 +74,30 @@ class MaterializeResult:
     bench_reports: list[Path] = field(default_factory=list)
 
 
+INSTANCE_LOCK = ".evals_pipeline_instance.lock"  # in the instance's home (git-ignored)
+
+
 def default_instance() -> DagsterInstance:
     """DAGSTER_HOME if set; else the repository's dagster.yaml when run from its root."""
-    if os.environ.get("DAGSTER_HOME"):
-        return DagsterInstance.get()
+    if home := os.environ.get("DAGSTER_HOME"):
+        with _creating(Path(home)):
+            return DagsterInstance.get()
     if Path("dagster.yaml").is_file():
-        return DagsterInstance.from_config(str(Path.cwd()))
+        with _creating(Path.cwd()):
+            return DagsterInstance.from_config(str(Path.cwd()))
     return DagsterInstance.ephemeral()
+
+
+@contextlib.contextmanager
+def _creating(home: Path) -> Iterator[None]:
+    """One process at a time opens the instance in `home`: the first to open a new SQLite
+    instance creates its tables, and two at once both try (a raw "table runs already exists")."""
+    if not home.is_dir():  # Dagster's own error names the folder
+        yield
+        return
+    with open(home / INSTANCE_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield
 
 
 def _run(
@@ -88,23 +109,10 @@ def _run(
     quiet: bool,
 ) -> bool:
     assets = list(defs.assets or [])
-    for pool in sorted(_pools(assets, selection)):  # see stale_runs: Dagster's wait is deaf
-        wait_for_slot(instance, pool)
-    # A batch run in this process, next to every loaded cassette and table: with the default
-    # thresholds the collector rescans that whole heap again and again (a third of a 3,000-chunk
-    # materialisation), to find Dagster's few cycles. Raised, not disabled: cyclic garbage is
-    # still collected, in larger batches, and the defaults come back when the run ends.
-    with fewer_gc_passes():
-        result = materialize(
-            assets,  # type: ignore[arg-type]
-            selection=selection,
-            partition_key=partition_key,
-            instance=instance,
-            resources=defs.resources,
-            raise_on_error=False,
-            run_config=QUIET_RUN_CONFIG if quiet else None,
-            tags=run_tags(),
-        )
+    with contextlib.ExitStack() as slots:
+        for pool in sorted(_pools(assets, selection)):  # see stale_runs: Dagster's wait is deaf
+            slots.enter_context(slot_held(instance, pool))
+        result = _materialize(defs, assets, instance, selection, partition_key, quiet)
     outcome.runs += 1
     for event in result.get_asset_materialization_events():
         _count(event.materialization.metadata, outcome)
@@ -130,6 +138,31 @@ def _run(
     if not result.success:
         outcome.success = False
     return result.success
+
+
+def _materialize(
+    defs: Definitions,
+    assets: list[Any],
+    instance: DagsterInstance,
+    selection: list[str],
+    partition_key: str | None,
+    quiet: bool,
+) -> ExecuteInProcessResult:
+    # A batch run in this process, next to every loaded cassette and table: with the default
+    # thresholds the collector rescans that whole heap again and again (a third of a 3,000-chunk
+    # materialisation), to find Dagster's few cycles. Raised, not disabled: cyclic garbage is
+    # still collected, in larger batches, and the defaults come back when the run ends.
+    with fewer_gc_passes():
+        return materialize(
+            assets,
+            selection=selection,
+            partition_key=partition_key,
+            instance=instance,
+            resources=defs.resources,
+            raise_on_error=False,
+            run_config=QUIET_RUN_CONFIG if quiet else None,
+            tags=run_tags(instance),
+        )
 
 
 def _count(meta: Mapping[str, Any], outcome: MaterializeResult) -> None:
@@ -313,6 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, default=None, help="default: evals.yaml")
     parser.add_argument("--verbose", action="store_true", help="print Dagster's event log")
     args = parser.parse_args(argv)
+    setup_interrupt_handlers()  # SIGTERM as Ctrl-C, as Dagster's own CLIs (and its runs) do
     try:
         source = args.config or default_config_path()
         config = load_config(source).check_inputs(source)
@@ -320,7 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EvalsError as exc:  # a bad config or input file: one line naming it, no traceback
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # Ctrl-C while waiting for a pool slot (see stale_runs)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM while waiting for a pool slot (stale_runs)
         print(f"{parser.prog}: interrupted", file=sys.stderr)
         return 130
     print_summary(outcome)

@@ -7,20 +7,29 @@ deaf to Ctrl-C and SIGTERM, because Dagster defers interrupts until a step runs.
 Dagster frees such a slot outside the daemon's run monitoring, which knows only the runs its
 run launcher started. So the driver, before each run that needs the pool:
 
-- fails and frees every run holding or queued for a slot whose process is gone: its own earlier
-  runs (tagged with host, pid and process start time), and on a local SQLite instance the runs
-  whose in-process executor logged its pid (`dagster asset materialize`, scripts);
+- fails and frees every run holding or queued for a slot whose process is known to be gone. A
+  slot is taken back only on evidence, never on a guess: the driver's own runs carry a lease, a
+  file in the instance's storage that the driver holds an flock on while it lives (the kernel
+  lets go of it when the process dies, in any container, and after a reboot), so a free lease
+  is a dead driver. A run of `dagster asset materialize` (untagged) on a local SQLite instance
+  is judged by every pid its executor logged: gone when none of them is alive;
 - frees the slots of runs that ended but still hold one (the daemon does this only when it runs);
+- takes one of the pool's driver tokens (flock'd files, one per slot), so that two drivers do
+  not both pass a check that saw one free slot and the loser wait, deaf, in Dagster's loop;
 - if the pool is still full, waits here, saying which runs hold it, where Ctrl-C works.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import os
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterable
+import uuid
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +37,9 @@ from dagster import DagsterEventType, DagsterInstance, DagsterRun
 from dagster._core.storage.dagster_run import FINISHED_STATUSES
 from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
 
-PROCESS_TAG = "evals_pipeline/process"  # "host/pid/start": who runs this run
+PROCESS_TAG = "evals_pipeline/process"  # "host/pid/start": who runs this run (for messages)
+LEASE_TAG = "evals_pipeline/lease"  # the driver's lease: held while the driver lives
+LOCKS_DIR = "evals_pipeline"  # under the instance's storage directory
 
 
 def _start_time(pid: int) -> str:
@@ -41,18 +52,81 @@ def _start_time(pid: int) -> str:
     return stat.rsplit(")", 1)[-1].split()[19]  # field 22; the name before ")" may hold spaces
 
 
-def run_tags() -> dict[str, str]:
+def locks_dir(instance: DagsterInstance) -> Path:
+    """Where the driver's leases and pool tokens live: beside the instance's own storage, so
+    every process that shares the storage (a container with it mounted, too) sees them."""
+    return Path(instance.storage_directory()) / LOCKS_DIR
+
+
+def _try_flock(path: Path, *, create: bool) -> int | None:
+    """An fd holding an exclusive flock on `path`, or None if another open file holds it.
+    Raises FileNotFoundError when `path` is missing and not to be created."""
+    fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+class DriverLease:
+    """This process's lease on one instance: a lock file it holds while it lives."""
+
+    def __init__(self, instance: DagsterInstance) -> None:
+        self.id = uuid.uuid4().hex
+        folder = locks_dir(instance) / "leases"
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / f"{self.id}.lock"
+        fd = _try_flock(self.path, create=True)
+        assert fd is not None  # a new file no one else has opened
+        self._fd = fd  # never closed: the kernel drops the lock when the process ends
+
+
+_leases: dict[Path, DriverLease] = {}
+
+
+def driver_lease(instance: DagsterInstance) -> DriverLease:
+    """This process's lease on `instance`'s storage, taken on first use, held until exit."""
+    key = locks_dir(instance).resolve()
+    if key not in _leases:
+        _leases[key] = DriverLease(instance)
+    return _leases[key]
+
+
+def run_tags(instance: DagsterInstance) -> dict[str, str]:
     """Tags for a run this process executes, so a later driver can tell if it is still alive."""
     pid = os.getpid()
-    return {PROCESS_TAG: f"{socket.gethostname()}/{pid}/{_start_time(pid)}"}
+    return {
+        PROCESS_TAG: f"{socket.gethostname()}/{pid}/{_start_time(pid)}",
+        LEASE_TAG: driver_lease(instance).id,
+    }
+
+
+def lease_state(instance: DagsterInstance, lease_id: str) -> str:
+    """ "held" (its driver lives), "free" (its driver is gone) or "unknown" (no such lease file
+    here: another machine's storage view, or a lease this code cannot check)."""
+    if not lease_id.isalnum():
+        return "unknown"
+    path = locks_dir(instance) / "leases" / f"{lease_id}.lock"
+    try:
+        fd = _try_flock(path, create=False)
+    except OSError:  # missing, or locks not supported here (ENOLCK on some network mounts)
+        return "unknown"
+    if fd is None:
+        return "held"
+    os.close(fd)
+    return "free"
 
 
 @dataclass(frozen=True)
 class Owner:
-    """The process that executes a run, as far as the run's record says."""
+    """A process an untagged run's executor logged, as far as its record says."""
 
     pid: int
-    start: str = ""  # "" when not recorded: the pid alone decides
 
     def alive(self) -> bool:
         try:
@@ -63,40 +137,53 @@ class Owner:
             return True
         if self.pid == os.getpid():
             # This process, a pid reused after a restart (a container's pids repeat): its own
-            # runs are over between the driver's runs, so a run on our pid that has not ended is
-            # an earlier process's, unless the start time says it is this one's.
-            return bool(self.start) and self.start == _start_time(self.pid)
-        now = _start_time(self.pid)
-        if not now:
-            return True  # no /proc: the pid is in use, assume the run's
-        if self.start and now != self.start:
-            return False  # the pid now belongs to a later process
+            # runs are over between the driver's runs, and carry its lease besides.
+            return False
         try:
             state = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
-        except OSError:
+        except FileNotFoundError:
             return False  # it ended between the two reads
+        except OSError:
+            return True  # no /proc: the pid is in use, assume the run's
         return state != "Z"
 
 
-def owner_of(instance: DagsterInstance, run: DagsterRun) -> Owner | None:
-    """Who executes the run: the driver's tag, else (local SQLite storage only, where the pid is
-    this machine's) the pid the in-process or run-worker engine event logged; None if unknown."""
-    tag = run.tags.get(PROCESS_TAG)
-    if tag is not None:
-        host, _, rest = tag.partition("/")
-        pid, _, start = rest.partition("/")
-        if host != socket.gethostname() or not pid.isdigit():
-            return None  # another machine's: its pid means nothing here
-        return Owner(int(pid), start)
+def logged_owners(instance: DagsterInstance, run: DagsterRun) -> list[Owner]:
+    """Every pid the run's engine events logged (the in-process executor, a run worker, each
+    step process), on local SQLite storage only, where a pid is this machine's; else []."""
     if not isinstance(instance.run_storage, SqliteRunStorage):
-        return None
+        return []
+    pids: dict[int, None] = {}
     for record in instance.all_logs(run.run_id, of_type=DagsterEventType.ENGINE_EVENT):
         event = record.dagster_event
         data = event.engine_event_data if event is not None else None
         logged = data.metadata.get("pid") if data is not None else None
         if logged is not None and str(logged.value).isdigit():
-            return Owner(int(str(logged.value)))
-    return None
+            pids[int(str(logged.value))] = None
+    return [Owner(pid) for pid in pids]
+
+
+def _pid_said(run: DagsterRun) -> str:
+    host, _, rest = run.tags.get(PROCESS_TAG, "").partition("/")
+    pid = rest.partition("/")[0]
+    return f"{pid} on {host}" if pid else "unknown"
+
+
+def why_gone(instance: DagsterInstance, run: DagsterRun) -> str | None:
+    """Why the run's process is known to be gone; None when it lives or that cannot be told."""
+    lease = run.tags.get(LEASE_TAG)
+    if lease is not None:
+        if lease_state(instance, lease) != "free":
+            return None
+        return f"its driver (pid {_pid_said(run)}) is gone: its lease is free"
+    if PROCESS_TAG in run.tags:
+        return None  # an earlier version's tag, without a lease: nothing to tell it by
+    owners = logged_owners(instance, run)
+    if not owners or any(owner.alive() for owner in owners):
+        return None
+    if len(owners) == 1:
+        return f"its process {owners[0].pid} is gone"
+    return f"its processes {', '.join(str(owner.pid) for owner in owners)} are gone"
 
 
 def reclaim_slots(instance: DagsterInstance) -> list[str]:
@@ -113,10 +200,10 @@ def reclaim_slots(instance: DagsterInstance) -> list[str]:
         elif run.status in FINISHED_STATUSES:
             why = f"it ended ({run.status.value})"
         else:
-            owner = owner_of(instance, run)
-            if owner is None or owner.alive():
+            gone = why_gone(instance, run)
+            if gone is None:
                 continue
-            why = f"its process {owner.pid} is gone"
+            why = gone
             instance.report_run_failed(
                 run, f"Marked failed by evals_pipeline: {why} (killed?), so it held its pool slot."
             )
@@ -129,10 +216,91 @@ def _holders(instance: DagsterInstance, run_ids: Iterable[str]) -> str:
     parts = []
     for run_id in sorted(set(run_ids)):
         run = instance.get_run_by_id(run_id)
-        owner = owner_of(instance, run) if run is not None else None
-        status = run.status.value if run is not None else "no record"
-        parts.append(f"{run_id} ({status}{f', pid {owner.pid}' if owner else ''})")
+        if run is None:
+            parts.append(f"{run_id} (no record)")
+            continue
+        if PROCESS_TAG in run.tags:
+            who = f", pid {_pid_said(run)}"
+        else:
+            pids = [str(owner.pid) for owner in logged_owners(instance, run)]
+            who = f", pid {', '.join(pids)}" if pids else ""
+        parts.append(f"{run_id} ({run.status.value}{who})")
     return ", ".join(parts)
+
+
+def pool_limit(instance: DagsterInstance, pool: str) -> int | None:
+    """The pool's limit as a step would find it now: a pool on the default limit follows the
+    instance's current default (dagster.yaml), which the stored row lags until a step claims."""
+    info = instance.event_log_storage.get_concurrency_info(pool)
+    if info.using_default_limit:
+        return instance.global_op_concurrency_default_limit
+    return info.limit
+
+
+def _take_token(instance: DagsterInstance, pool: str, limit: int) -> int | None:
+    """An fd on one of the pool's `limit` driver tokens, or None while other drivers hold all."""
+    folder = locks_dir(instance) / "pools"
+    folder.mkdir(parents=True, exist_ok=True)
+    for slot in range(limit):
+        try:
+            fd = _try_flock(folder / f"{pool}.{slot}.lock", create=True)
+        except OSError as exc:
+            if exc.errno == errno.ENOLCK:  # no locks on this mount: storage's check alone
+                return -1
+            raise
+        if fd is not None:
+            return fd
+    return None
+
+
+@contextlib.contextmanager
+def slot_held(
+    instance: DagsterInstance,
+    pool: str,
+    *,
+    poll_s: float = 1.0,
+    say: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+) -> Iterator[None]:
+    """Hold one of `pool`'s driver tokens while a free slot shows, for as long as the block
+    runs; reclaim dead runs' slots, and wait (saying so once) while others hold them all.
+
+    A run that is not a driver's (the UI's, a CLI run) may still take the slot first; Dagster's
+    step then waits until it is given back."""
+    storage = instance.event_log_storage
+    if not storage.supports_global_concurrency_limits:
+        yield
+        return
+    said = False
+    token: int | None = None
+    try:
+        while True:
+            for line in reclaim_slots(instance):
+                say(line)
+            limit = pool_limit(instance, pool)
+            if limit is None:
+                break
+            if token is None:
+                token = _take_token(instance, pool, limit)
+            held = storage.get_concurrency_info(pool).claimed_slots
+            if token is not None and len(held) < limit:  # slot rows come later
+                break
+            if not said:
+                others = (
+                    f"run {_holders(instance, (s.run_id for s in held))}"
+                    if held
+                    else "another driver about to start its run"
+                )
+                say(
+                    f"waiting for a slot in Dagster pool {pool!r} (limit {limit}), held by "
+                    f"{others}; Ctrl-C stops. A run whose process is gone is freed as soon as "
+                    "that shows."
+                )
+                said = True
+            time.sleep(poll_s)
+        yield
+    finally:
+        if token is not None and token >= 0:
+            os.close(token)
 
 
 def wait_for_slot(
@@ -142,24 +310,6 @@ def wait_for_slot(
     poll_s: float = 1.0,
     say: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
 ) -> None:
-    """Return once `pool` has a free slot, reclaiming dead runs' slots; wait while live runs hold
-    them all, saying so once. Dagster may still wait briefly if another run takes the slot
-    first; it then gets one when that run ends."""
-    storage = instance.event_log_storage
-    if not storage.supports_global_concurrency_limits:
-        return
-    said = False
-    while True:
-        for line in reclaim_slots(instance):
-            say(line)
-        info = storage.get_concurrency_info(pool)
-        if info.limit is None or len(info.claimed_slots) < info.limit:  # slot rows come later
-            return
-        if not said:
-            say(
-                f"waiting for a slot in Dagster pool {pool!r} (limit {info.limit}), held by "
-                f"run {_holders(instance, (s.run_id for s in info.claimed_slots))}; Ctrl-C stops. "
-                "A run whose process is gone is freed as soon as that shows."
-            )
-            said = True
-        time.sleep(poll_s)
+    """Return once `pool` shows a free slot (reclaiming dead runs' slots), holding no token."""
+    with slot_held(instance, pool, poll_s=poll_s, say=say):
+        pass

@@ -1,14 +1,17 @@
 """Pool slots of runs whose process is gone are freed; a full pool is waited for in the open.
 
-The instance is a real SQLite one with dagster.yaml's `llm` pool at limit 1; a slot is claimed
-through Dagster's own storage call, as a step does, for a run record of a process that is gone.
+The instance is a real SQLite one with the `llm` pool at limit 1; a slot is claimed through
+Dagster's own storage call, as a step does, for a run record whose driver's lease is free (a
+killed driver's), held by another process (a live one's), or missing (another machine's).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -17,21 +20,32 @@ from pathlib import Path
 
 import pytest
 from dagster import DagsterInstance, DagsterRun, DagsterRunStatus
+from dagster._core.events import EngineEventData
 
 from evals_pipeline.assets.extraction import LLM_POOL
 from evals_pipeline.graph import build_definitions
 from evals_pipeline.materialize import materialize_all
-from evals_pipeline.stale_runs import PROCESS_TAG, owner_of, reclaim_slots, run_tags, wait_for_slot
+from evals_pipeline.stale_runs import (
+    LEASE_TAG,
+    PROCESS_TAG,
+    driver_lease,
+    locks_dir,
+    logged_owners,
+    reclaim_slots,
+    run_tags,
+    slot_held,
+    wait_for_slot,
+)
 from evals_pipeline_tests.pipeline_fixtures import RULES, make_config
+
+POOL_LIMIT_1 = "concurrency:\n  pools:\n    default_limit: 1\ntelemetry:\n  enabled: false\n"
 
 
 @pytest.fixture
 def instance(tmp_path: Path) -> Iterator[DagsterInstance]:
     home = tmp_path / "dagster_home"
     home.mkdir()
-    (home / "dagster.yaml").write_text(
-        "concurrency:\n  pools:\n    default_limit: 1\ntelemetry:\n  enabled: false\n"
-    )
+    (home / "dagster.yaml").write_text(POOL_LIMIT_1)
     with DagsterInstance.from_config(str(home)) as instance:
         yield instance
 
@@ -42,10 +56,41 @@ def _gone_pid() -> int:
     return proc.pid  # reaped: no process has it (a reuse this soon is vanishingly unlikely)
 
 
-def _holding_run(instance: DagsterInstance, tag: str | None, status: DagsterRunStatus) -> str:
+def _lease_file(instance: DagsterInstance) -> tuple[str, Path]:
+    """A lease as a killed driver leaves it: the file, held by no one."""
+    lease = uuid.uuid4().hex
+    path = locks_dir(instance) / "leases" / f"{lease}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+    return lease, path
+
+
+def _driver_tags(lease: str | None, pid: int | None = None) -> dict[str, str]:
+    tags = {PROCESS_TAG: f"{socket.gethostname()}/{pid or _gone_pid()}/"}
+    if lease is not None:
+        tags[LEASE_TAG] = lease
+    return tags
+
+
+def _holding(path: Path) -> subprocess.Popen[str]:
+    """Another process that holds an flock on `path` (a live driver's lease) until killed."""
+    script = (
+        "import fcntl, os, sys, time\n"
+        "fd = os.open(sys.argv[1], os.O_RDWR)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "print('held', flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    return holder
+
+
+def _holding_run(instance: DagsterInstance, tags: dict[str, str], status: DagsterRunStatus) -> str:
     """A run record in `status` that holds the pool's one slot, as a step claims it."""
     run_id = str(uuid.uuid4())
-    tags = {PROCESS_TAG: tag} if tag is not None else {}
     instance.add_run(DagsterRun(job_name="__ASSET_JOB", run_id=run_id, status=status, tags=tags))
     storage = instance.event_log_storage
     storage.initialize_concurrency_limit_to_default(LLM_POOL)
@@ -59,55 +104,55 @@ def _holders(instance: DagsterInstance) -> list[str]:
     return [slot.run_id for slot in info.claimed_slots]
 
 
-def test_a_killed_runs_slot_is_freed_and_the_run_marked_failed(instance: DagsterInstance) -> None:
-    tag = f"{socket.gethostname()}/{_gone_pid()}/"
-    run_id = _holding_run(instance, tag, DagsterRunStatus.STARTED)
+def test_a_killed_drivers_slot_is_freed_and_the_run_marked_failed(
+    instance: DagsterInstance,
+) -> None:
+    lease, _ = _lease_file(instance)
+    run_id = _holding_run(instance, _driver_tags(lease), DagsterRunStatus.STARTED)
     assert _holders(instance) == [run_id]
     lines = reclaim_slots(instance)
-    assert len(lines) == 1 and run_id in lines[0] and "is gone" in lines[0]
+    assert len(lines) == 1 and run_id in lines[0] and "its lease is free" in lines[0]
     assert _holders(instance) == []
     run = instance.get_run_by_id(run_id)
     assert run is not None and run.status == DagsterRunStatus.FAILURE
 
 
-def test_a_live_runs_slot_is_kept(instance: DagsterInstance) -> None:
-    own = run_tags()[PROCESS_TAG]  # this very process, start time and all
-    run_id = _holding_run(instance, own, DagsterRunStatus.STARTED)
-    with subprocess.Popen(["sleep", "30"]) as other:
-        other_id = str(uuid.uuid4())
-        instance.add_run(
-            DagsterRun(
-                job_name="x",
-                run_id=other_id,
-                status=DagsterRunStatus.STARTED,
-                tags={PROCESS_TAG: f"{socket.gethostname()}/{other.pid}/"},
-            )
-        )
-        instance.event_log_storage.claim_concurrency_slot(LLM_POOL, other_id, "extractions")
+def test_a_live_drivers_slot_is_kept_though_its_pid_is_not_seen_here(
+    instance: DagsterInstance,
+) -> None:
+    """Positive evidence only: a driver in another container on this host (another pid
+    namespace, the storage mounted in both) has a pid that is gone here. Its lease is held, so
+    its slot is kept; the pid had been taken for a dead process's."""
+    lease, path = _lease_file(instance)
+    with _holding(path) as holder:
         try:
+            run_id = _holding_run(instance, _driver_tags(lease), DagsterRunStatus.STARTED)
             assert reclaim_slots(instance) == []
+            assert _holders(instance) == [run_id]
         finally:
-            other.kill()
+            holder.kill()
+    assert run_id in reclaim_slots(instance)[0]  # its holder gone, the lease is free
+
+
+def test_this_drivers_own_run_is_kept(instance: DagsterInstance) -> None:
+    run_id = _holding_run(instance, run_tags(instance), DagsterRunStatus.STARTED)
+    assert run_tags(instance)[LEASE_TAG] == driver_lease(instance).id  # one lease a process
+    assert reclaim_slots(instance) == []
     assert _holders(instance) == [run_id]
-    # another machine's run: its pid says nothing here, so it is left alone
-    for done in (run_id, other_id):
-        instance.event_log_storage.free_concurrency_slots_for_run(done)
-    elsewhere = _holding_run(instance, "some-other-host/1/", DagsterRunStatus.STARTED)
-    reclaim_slots(instance)
-    assert elsewhere in _holders(instance)
 
 
-def test_a_pid_reused_by_this_process_is_not_taken_for_the_run(instance: DagsterInstance) -> None:
-    """In a container the driver's pid repeats from one start to the next: a run tagged with
-    this pid but another start time is an earlier process's."""
-    run_id = _holding_run(
-        instance, f"{socket.gethostname()}/{os.getpid()}/1", DagsterRunStatus.STARTED
-    )
-    assert run_id in reclaim_slots(instance)[0]
+@pytest.mark.parametrize("why", ["another machine's lease", "a tag without a lease"])
+def test_a_run_that_cannot_be_placed_is_left_alone(instance: DagsterInstance, why: str) -> None:
+    """A lease with no file here (another machine's storage view) or an earlier version's tag
+    with no lease: nothing tells whether its process lives, so its slot stays."""
+    tags = _driver_tags(uuid.uuid4().hex if why.startswith("another") else None)
+    run_id = _holding_run(instance, tags, DagsterRunStatus.STARTED)
+    assert reclaim_slots(instance) == []
+    assert _holders(instance) == [run_id]
 
 
 def test_ended_and_unrecorded_runs_give_their_slots_back(instance: DagsterInstance) -> None:
-    ended = _holding_run(instance, None, DagsterRunStatus.SUCCESS)
+    ended = _holding_run(instance, {}, DagsterRunStatus.SUCCESS)
     assert "ended (SUCCESS)" in reclaim_slots(instance)[0]
     storage = instance.event_log_storage
     storage.claim_concurrency_slot(LLM_POOL, "no-such-run", "extractions")
@@ -125,16 +170,34 @@ def test_an_untagged_run_is_judged_by_the_pid_its_executor_logged(
     outcome = materialize_all(config, instance, defs, quiet=True)
     assert outcome.success, outcome.failed_steps
     run = instance.get_runs(limit=1)[0]
-    assert PROCESS_TAG in run.tags  # the driver's own runs are tagged
+    assert LEASE_TAG in run.tags  # the driver's own runs are tagged
     untagged = DagsterRun(job_name=run.job_name, run_id=run.run_id, status=run.status)
-    owner = owner_of(instance, untagged)
-    assert owner is not None and owner.pid == os.getpid()  # the executor ran in this process
+    assert [owner.pid for owner in logged_owners(instance, untagged)] == [os.getpid()]
+
+
+def test_an_untagged_run_lives_while_any_process_it_logged_lives(
+    instance: DagsterInstance,
+) -> None:
+    """A run worker and its step processes each log a pid: the run is gone only when every one
+    of them is (the first logged had been taken for the whole run)."""
+    run_id = _holding_run(instance, {}, DagsterRunStatus.STARTED)
+    run = instance.get_run_by_id(run_id)
+    assert run is not None
+    with subprocess.Popen(["sleep", "120"]) as step:
+        try:
+            for pid in (_gone_pid(), step.pid):
+                instance.report_engine_event("started", run, EngineEventData.in_process(pid))
+            assert reclaim_slots(instance) == []
+        finally:
+            step.kill()
+    lines = reclaim_slots(instance)
+    assert len(lines) == 1 and f", {step.pid} are gone" in lines[0]
 
 
 def test_the_wait_is_visible_and_ends_when_the_holder_dies(instance: DagsterInstance) -> None:
-    holder = subprocess.Popen(["sleep", "30"])
-    tag = f"{socket.gethostname()}/{holder.pid}/"
-    run_id = _holding_run(instance, tag, DagsterRunStatus.STARTED)
+    lease, path = _lease_file(instance)
+    holder = _holding(path)
+    run_id = _holding_run(instance, _driver_tags(lease, holder.pid), DagsterRunStatus.STARTED)
     said: list[str] = []
     killer = threading.Timer(0.5, lambda: (holder.kill(), holder.wait()))
     killer.start()
@@ -149,9 +212,101 @@ def test_the_wait_is_visible_and_ends_when_the_holder_dies(instance: DagsterInst
     assert _holders(instance) == []
 
 
+def test_a_raised_default_limit_counts_at_once(tmp_path: Path) -> None:
+    """The pool's stored limit follows dagster.yaml's default only once a step claims again;
+    the wait reads the instance's current default, so raising it to 2 lets the driver on."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(POOL_LIMIT_1)
+    lease, path = _lease_file_in(home)
+    with _holding(path) as holder:
+        try:
+            with DagsterInstance.from_config(str(home)) as instance:
+                _holding_run(instance, _driver_tags(lease), DagsterRunStatus.STARTED)
+            (home / "dagster.yaml").write_text(POOL_LIMIT_1.replace("limit: 1", "limit: 2"))
+            with DagsterInstance.from_config(str(home)) as instance:
+                stored = instance.event_log_storage.get_concurrency_info(LLM_POOL)
+                assert stored.limit == 1 and stored.using_default_limit  # the lag itself
+                done = threading.Event()
+                waiter = threading.Thread(
+                    target=lambda: (wait_for_slot(instance, LLM_POOL, poll_s=0.05), done.set()),
+                    daemon=True,
+                )
+                waiter.start()
+                assert done.wait(timeout=10), "waited on the stored limit of 1"
+        finally:
+            holder.kill()
+
+
+def _lease_file_in(home: Path) -> tuple[str, Path]:
+    with DagsterInstance.from_config(str(home)) as instance:
+        return _lease_file(instance)
+
+
+def test_two_drivers_do_not_both_pass_a_check_that_saw_one_free_slot(
+    instance: DagsterInstance,
+) -> None:
+    """Each holds one of the pool's driver tokens while its run goes: with limit 1, the
+    second waits here (where Ctrl-C works) until the first is done, instead of both seeing
+    the free slot and the second waiting, deaf, in Dagster's loop."""
+    barrier = threading.Barrier(2)
+    spans: list[tuple[float, float]] = []
+    said: list[str] = []
+
+    def driver() -> None:
+        barrier.wait()
+        with slot_held(instance, LLM_POOL, poll_s=0.02, say=said.append):
+            began = time.monotonic()
+            time.sleep(0.5)  # the run, which would claim the slot in storage
+            spans.append((began, time.monotonic()))
+
+    threads = [threading.Thread(target=driver) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert len(spans) == 2
+    first, second = sorted(spans)
+    assert second[0] >= first[1], f"both held the pool's one slot at once: {spans}"
+    assert said and "another driver about to start its run" in said[0]
+
+
+def test_two_drivers_opening_a_new_instance_at_once_both_start(tmp_path: Path) -> None:
+    """The first process to open a new SQLite instance creates its tables; two at once both
+    did, and one died on a raw "table runs already exists". Three start together, three times."""
+    script = (
+        "import sys, time\n"
+        "from evals_pipeline.materialize import default_instance\n"
+        "time.sleep(max(0.0, float(sys.argv[1]) - time.time()))\n"
+        "instance = default_instance()\n"
+        "instance.event_log_storage.get_concurrency_info('llm')\n"
+    )
+    procs = []
+    start = time.time() + 3.0
+    for pair in range(3):
+        home = tmp_path / f"home{pair}"
+        home.mkdir()
+        (home / "dagster.yaml").write_text(POOL_LIMIT_1)
+        env = {**os.environ, "DAGSTER_HOME": str(home)}
+        for _ in range(3):
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", script, str(start)],
+                    env=env,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
+    failures = [
+        err for proc in procs if proc.wait(timeout=120) != 0 for err in [proc.stderr.read()]
+    ]  # type: ignore[union-attr]
+    assert failures == []
+
+
 def test_the_driver_runs_past_a_killed_runs_slot(instance: DagsterInstance, tmp_path: Path) -> None:
     """Without the reclaim, the first extraction step waits in Dagster's loop for ever."""
-    _holding_run(instance, f"{socket.gethostname()}/{_gone_pid()}/", DagsterRunStatus.STARTED)
+    lease, _ = _lease_file(instance)
+    _holding_run(instance, _driver_tags(lease), DagsterRunStatus.STARTED)
     config = make_config(tmp_path, {"rules": f"cassette:path={RULES}"})
     defs = build_definitions(config)
     done: list[bool] = []
@@ -164,27 +319,24 @@ def test_the_driver_runs_past_a_killed_runs_slot(instance: DagsterInstance, tmp_
     assert done == [True]
 
 
-def test_ctrl_c_stops_a_driver_waiting_for_a_slot(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("stop", "status", "said"),
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 130, "interrupted")],
+)
+def test_ctrl_c_or_sigterm_stops_a_driver_waiting_for_a_slot(
+    tmp_path: Path, stop: signal.Signals, status: int, said: str
+) -> None:
     """A live run holds the pool's one slot: the driver says who holds it and waits, and
-    SIGINT ends it at once with 130 (Dagster's own wait had ignored SIGINT and SIGTERM)."""
-    import signal
-    import sys
-
+    SIGINT or SIGTERM ends it at once, in a line (Dagster's own wait had ignored both)."""
     from evals_pipeline_tests.support.hermetic import hermetic_environ
     from evals_pipeline_tests.test_cli_e2e import good_config
 
     home = tmp_path / "home"
     home.mkdir()
-    (home / "dagster.yaml").write_text(
-        "concurrency:\n  pools:\n    default_limit: 1\ntelemetry:\n  enabled: false\n"
-    )
-    with (
-        DagsterInstance.from_config(str(home)) as instance,
-        subprocess.Popen(["sleep", "120"]) as holder,
-    ):
-        run_id = _holding_run(
-            instance, f"{socket.gethostname()}/{holder.pid}/", DagsterRunStatus.STARTED
-        )
+    (home / "dagster.yaml").write_text(POOL_LIMIT_1)
+    lease, path = _lease_file_in(home)
+    with DagsterInstance.from_config(str(home)) as instance, _holding(path) as holder:
+        run_id = _holding_run(instance, _driver_tags(lease, holder.pid), DagsterRunStatus.STARTED)
         env = {**hermetic_environ(), "DAGSTER_HOME": str(home)}
         driver = subprocess.Popen(
             [
@@ -207,9 +359,9 @@ def test_ctrl_c_stops_a_driver_waiting_for_a_slot(tmp_path: Path) -> None:
                 line = driver.stderr.readline()
                 assert line or driver.poll() is None, "the driver ended without waiting"
             assert f"held by run {run_id}" in line and f"pid {holder.pid}" in line
-            driver.send_signal(signal.SIGINT)
-            assert driver.wait(timeout=10) == 130
-            assert "interrupted" in driver.stderr.read()
+            driver.send_signal(stop)
+            assert driver.wait(timeout=10) == status
+            assert said in driver.stderr.read()
         finally:
             driver.kill()
             holder.kill()
