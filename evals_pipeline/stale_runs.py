@@ -21,6 +21,7 @@ run launcher started. So the driver, before each run that needs the pool:
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import fcntl
@@ -84,6 +85,9 @@ class DriverLease:
         fd = _try_flock(self.path, create=True)
         assert fd is not None  # a new file no one else has opened
         self._fd = fd  # never closed: the kernel drops the lock when the process ends
+        # A clean exit removes the file (its runs have ended by then); a killed driver's stays,
+        # empty and free, which is what tells a later driver that it is gone.
+        atexit.register(self.path.unlink, missing_ok=True)
 
 
 _leases: dict[Path, DriverLease] = {}
