@@ -76,23 +76,39 @@ class _Inflater:
         self._limit = limit
         # deflate: RFC 9110 means the zlib wrapping, which some servers omit; tried first, as
         # httpx does, and a raw stream is inflated if the first bytes are not a zlib header.
+        # That is told from two bytes, so they are gathered first (a read may bring fewer).
         wbits = zlib.MAX_WBITS | 16 if coding in ("gzip", "x-gzip") else zlib.MAX_WBITS
         self._inflater = zlib.decompressobj(wbits)
+        self._head = b""  # deflate's first bytes, until there are two
         self._started = False
 
     def feed(self, data: bytes) -> bytes:
-        try:
-            out = self._inflater.decompress(data, self._room + 1)
-        except zlib.error:
-            if self._coding != "deflate" or self._started:
-                raise
-            self._inflater = zlib.decompressobj(-zlib.MAX_WBITS)
-            out = self._inflater.decompress(data, self._room + 1)
-        self._started = True
-        return self._spend(out)
+        if not self._started:
+            self._head += data
+            if self._coding == "deflate" and len(self._head) < 2:
+                return b""
+            data, self._head = self._head, b""
+            if not data:
+                return b""
+            self._started = True
+            try:
+                return self._spend(self._inflater.decompress(data, self._room + 1))
+            except zlib.error:
+                if self._coding != "deflate":
+                    raise
+                self._inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+        return self._spend(self._inflater.decompress(data, self._room + 1))
 
     def finish(self) -> bytes:
-        return self._spend(self._inflater.flush())
+        if self._head:  # a deflate body of one byte: no zlib header, so raw (which fails)
+            self._inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+            self._spend(self._inflater.decompress(self._head, self._room + 1))
+            self._started = True
+        rest = self._spend(self._inflater.flush())
+        if self._started and not self._inflater.eof:
+            # httpx passes a cut-off stream as whatever inflated; a reply cut short is a fault
+            raise zlib.error("the stream ends before its end marker (the body was cut short)")
+        return rest
 
     def _spend(self, out: bytes) -> bytes:
         if len(out) > self._room:
@@ -157,12 +173,14 @@ def _capped_transport_class(http: ModuleType) -> type:
                 await response.aclose()
                 raise UnsupportedEncoding(", ".join(unknown))
             if codings:  # decoded here: the client must not decode it again
+                # As sent, in bytes: a value need not be ASCII (latin-1 is allowed on the wire)
                 headers = http.Headers(
                     [
                         (name, value)
-                        for name, value in headers.multi_items()
-                        if name.lower() not in ("content-encoding", "content-length")
-                    ]
+                        for name, value in headers.raw
+                        if name.lower() not in (b"content-encoding", b"content-length")
+                    ],
+                    encoding=headers.encoding,
                 )
             return http.Response(
                 status_code=response.status_code,

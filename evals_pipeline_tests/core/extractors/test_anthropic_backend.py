@@ -551,6 +551,17 @@ def test_a_gzipped_message_is_read_through_the_sdk(server: LoopbackLLMServer) ->
     assert all(r.headers["accept-encoding"] == "gzip, deflate" for r in server.requests)
 
 
+def test_a_gzipped_message_with_a_non_ascii_header_is_read(server: LoopbackLLMServer) -> None:
+    """A latin-1 header value (allowed on the wire) survives the headers rebuilt after
+    inflating; built from text, it had raised UnicodeEncodeError inside the SDK's send."""
+    headers = {"X-Served-By": "caf\u00e9-proxy"}
+    server.enqueue(
+        *(_gzipped(dataclasses.replace(_msg(p), headers=headers)) for p in (ENTITIES, EDGES))
+    )
+    outcome = _extract(_extractor(server))
+    assert [e.name for e in outcome.result.entities] == ["Alice", "Acme"]
+
+
 @pytest.mark.parametrize("status", [200, 529])
 def test_a_gzip_bomb_is_cut_off_through_the_sdk(server: LoopbackLLMServer, status: int) -> None:
     """A reply or an error body that is small on the wire but past `max_body_bytes` inflated

@@ -1012,3 +1012,30 @@ def test_a_corrupt_gzip_body_is_a_bounded_retry_then_a_typed_failure(
     failure = _failure(_extractor(server)).failure
     assert isinstance(failure, FailureRecord)
     assert "not ['gzip']" in failure.raw_body, failure.raw_body
+
+
+def test_a_compressed_reply_with_a_non_ascii_header_is_read(server: LoopbackLLMServer) -> None:
+    """A header value need not be ASCII (latin-1 bytes are allowed on the wire); the headers
+    handed on after inflating had been rebuilt from text, and such a value raised
+    UnicodeEncodeError out of the transport."""
+    headers = {"X-Served-By": "caf\u00e9-proxy"}  # sent as latin-1, as http.server does
+    entities, edges = (
+        _gzipped(dataclasses.replace(_completion(payload), headers=headers))
+        for payload in (ENTITIES, EDGES)
+    )
+    server.enqueue(entities, edges)
+    outcome = _extract(_extractor(server))
+    assert [e.name for e in outcome.result.entities] == ["Alice", "Acme"]
+
+
+def test_a_gzip_body_cut_short_is_a_typed_failure(server: LoopbackLLMServer) -> None:
+    """A complete HTTP reply whose gzip stream stops before its end (a proxy that cut it, with
+    a Content-Length to match): httpx passes on whatever inflated; here it is a decoding
+    failure, retried within the bound, not a silently short reply."""
+    whole = _gzipped(_completion(ENTITIES))
+    cut = dataclasses.replace(whole, raw=whole.body[: len(whole.body) // 2])
+    server.enqueue(cut, cut, cut)
+    failure = _failure(_extractor(server)).failure
+    assert isinstance(failure, FailureRecord)
+    assert failure.classification == "http_error"
+    assert "cut short" in failure.raw_body, failure.raw_body
