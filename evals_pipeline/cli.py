@@ -239,11 +239,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.dry_run:
             print(dry_run(config))
             return 0
-        from dagster._utils.interrupts import setup_interrupt_handlers
+        from .materialize import materialize_all, print_problems, print_summary, stop_on_sigterm
 
-        from .materialize import materialize_all, print_problems, print_summary
-
-        setup_interrupt_handlers()  # SIGTERM as Ctrl-C, as Dagster's own CLIs (and runs) do
+        stop_on_sigterm()
 
         outcome = materialize_all(config, quiet=not args.verbose)
     except EvalsError as exc:

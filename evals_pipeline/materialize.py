@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import fcntl
 import os
+import signal
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -72,6 +73,18 @@ class MaterializeResult:
     bench_replayed: int = 0
     bench_misses: int = 0
     bench_reports: list[Path] = field(default_factory=list)
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM raises KeyboardInterrupt, as Ctrl-C does (Dagster's own CLIs map it the same way).
+
+    Dagster copies SIGINT's handler onto SIGTERM. A driver started in the background by a
+    script inherits SIGINT ignored, and would then ignore SIGTERM too (a `kill`, a container
+    stop); so an ignored or default SIGINT gets Python's handler first. Dagster's runs catch
+    SIGINT for their span whatever it was, so this changes nothing while a run goes."""
+    if not callable(signal.getsignal(signal.SIGINT)):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    setup_interrupt_handlers()
 
 
 INSTANCE_LOCK = ".evals_pipeline_instance.lock"  # in the instance's home (git-ignored)
@@ -346,7 +359,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, default=None, help="default: evals.yaml")
     parser.add_argument("--verbose", action="store_true", help="print Dagster's event log")
     args = parser.parse_args(argv)
-    setup_interrupt_handlers()  # SIGTERM as Ctrl-C, as Dagster's own CLIs (and its runs) do
+    stop_on_sigterm()
     try:
         source = args.config or default_config_path()
         config = load_config(source).check_inputs(source)
