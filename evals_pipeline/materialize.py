@@ -45,7 +45,7 @@ from .core.gc_tuning import fewer_gc_passes
 from .core.reports.plot import CHART_FILE
 from .graph import build_definitions
 from .partitions import extraction_key
-from .stale_runs import run_tags, slot_held
+from .stale_runs import LOCKS_UNSUPPORTED, run_tags, slot_held
 
 # Dagster's console logger prints every event at DEBUG, and a failed step's traceback at
 # ERROR; the driver's own summary names each failure in a line (--verbose shows the log).
@@ -108,9 +108,20 @@ def _creating(home: Path) -> Iterator[None]:
     if not home.is_dir():  # Dagster's own error names the folder
         yield
         return
-    with open(home / INSTANCE_LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+    try:
+        lock = os.open(home / INSTANCE_LOCK, os.O_RDONLY | os.O_CREAT, 0o666)
+    except OSError:  # a read-only home: no one creates an instance in it
         yield
+        return
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        except OSError as exc:
+            if exc.errno not in LOCKS_UNSUPPORTED:
+                raise
+        yield
+    finally:
+        os.close(lock)  # the lock goes with it
 
 
 def _run(

@@ -12,7 +12,10 @@ run launcher started. So the driver, before each run that needs the pool:
   file in the instance's storage that the driver holds an flock on while it lives (the kernel
   lets go of it when the process dies, in any container, and after a reboot), so a free lease
   is a dead driver. A run of `dagster asset materialize` (untagged) on a local SQLite instance
-  is judged by every pid its executor logged: gone when none of them is alive;
+  is judged by every pid its executor logged: gone when none of them is alive. Those pids are
+  read in this pid namespace, so an instance whose storage is shared between containers must
+  not have untagged runs going in another one (use the driver there, whose runs carry leases),
+  or set EVALS_PIPELINE_RECLAIM_UNTAGGED=0 to leave every untagged run's slot alone;
 - frees the slots of runs that ended but still hold one (the daemon does this only when it runs);
 - takes one of the pool's driver tokens (flock'd files, one per slot), so that two drivers do
   not both pass a check that saw one free slot and the loser wait, deaf, in Dagster's loop;
@@ -41,6 +44,11 @@ from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorag
 PROCESS_TAG = "evals_pipeline/process"  # "host/pid/start": who runs this run (for messages)
 LEASE_TAG = "evals_pipeline/lease"  # the driver's lease: held while the driver lives
 LOCKS_DIR = "evals_pipeline"  # under the instance's storage directory
+RECLAIM_UNTAGGED_ENV = "EVALS_PIPELINE_RECLAIM_UNTAGGED"  # "0": untagged runs' slots are kept
+
+# flock not available on this file system (some network mounts): leases and tokens are off,
+# and the driver's runs are then never reclaimed (nothing would tell that they are gone).
+LOCKS_UNSUPPORTED = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
 
 
 def _start_time(pid: int) -> str:
@@ -56,13 +64,15 @@ def _start_time(pid: int) -> str:
 def locks_dir(instance: DagsterInstance) -> Path:
     """Where the driver's leases and pool tokens live: beside the instance's own storage, so
     every process that shares the storage (a container with it mounted, too) sees them."""
-    return Path(instance.storage_directory()) / LOCKS_DIR
+    return Path(instance.storage_directory()).resolve() / LOCKS_DIR
 
 
 def _try_flock(path: Path, *, create: bool) -> int | None:
     """An fd holding an exclusive flock on `path`, or None if another open file holds it.
-    Raises FileNotFoundError when `path` is missing and not to be created."""
-    fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
+    Raises FileNotFoundError when `path` is missing and not to be created. Opened read-only and
+    made writable by all (less the umask): a lock needs no write access, and another user's
+    driver on the same storage must be able to open it too."""
+    fd = os.open(path, os.O_RDONLY | (os.O_CREAT if create else 0), 0o666)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -85,29 +95,40 @@ class DriverLease:
         fd = _try_flock(self.path, create=True)
         assert fd is not None  # a new file no one else has opened
         self._fd = fd  # never closed: the kernel drops the lock when the process ends
+        self._owner = os.getpid()
         # A clean exit removes the file (its runs have ended by then); a killed driver's stays,
         # empty and free, which is what tells a later driver that it is gone.
-        atexit.register(self.path.unlink, missing_ok=True)
+        atexit.register(self._remove)
+
+    def _remove(self) -> None:
+        if os.getpid() == self._owner:  # not a forked child's exit: the lease is its parent's
+            self.path.unlink(missing_ok=True)
 
 
-_leases: dict[Path, DriverLease] = {}
+_leases: dict[Path, DriverLease | None] = {}
 
 
-def driver_lease(instance: DagsterInstance) -> DriverLease:
-    """This process's lease on `instance`'s storage, taken on first use, held until exit."""
-    key = locks_dir(instance).resolve()
+def driver_lease(instance: DagsterInstance) -> DriverLease | None:
+    """This process's lease on `instance`'s storage, taken on first use, held until exit; None
+    where the storage's file system has no locks (the driver's runs are then never reclaimed)."""
+    key = locks_dir(instance)
     if key not in _leases:
-        _leases[key] = DriverLease(instance)
+        try:
+            _leases[key] = DriverLease(instance)
+        except OSError as exc:
+            if exc.errno not in LOCKS_UNSUPPORTED:
+                raise
+            _leases[key] = None
     return _leases[key]
 
 
 def run_tags(instance: DagsterInstance) -> dict[str, str]:
     """Tags for a run this process executes, so a later driver can tell if it is still alive."""
     pid = os.getpid()
-    return {
-        PROCESS_TAG: f"{socket.gethostname()}/{pid}/{_start_time(pid)}",
-        LEASE_TAG: driver_lease(instance).id,
-    }
+    tags = {PROCESS_TAG: f"{socket.gethostname()}/{pid}/{_start_time(pid)}"}
+    if (lease := driver_lease(instance)) is not None:
+        tags[LEASE_TAG] = lease.id
+    return tags
 
 
 def lease_state(instance: DagsterInstance, lease_id: str) -> str:
@@ -118,7 +139,7 @@ def lease_state(instance: DagsterInstance, lease_id: str) -> str:
     path = locks_dir(instance) / "leases" / f"{lease_id}.lock"
     try:
         fd = _try_flock(path, create=False)
-    except OSError:  # missing, or locks not supported here (ENOLCK on some network mounts)
+    except OSError:  # missing, or no locks on this file system (LOCKS_UNSUPPORTED)
         return "unknown"
     if fd is None:
         return "held"
@@ -181,7 +202,9 @@ def why_gone(instance: DagsterInstance, run: DagsterRun) -> str | None:
             return None
         return f"its driver (pid {_pid_said(run)}) is gone: its lease is free"
     if PROCESS_TAG in run.tags:
-        return None  # an earlier version's tag, without a lease: nothing to tell it by
+        return None  # an earlier version's tag, or no locks here: nothing to tell it by
+    if os.environ.get(RECLAIM_UNTAGGED_ENV, "1") == "0":
+        return None
     owners = logged_owners(instance, run)
     if not owners or any(owner.alive() for owner in owners):
         return None
@@ -207,10 +230,17 @@ def reclaim_slots(instance: DagsterInstance) -> list[str]:
             gone = why_gone(instance, run)
             if gone is None:
                 continue
-            why = gone
-            instance.report_run_failed(
-                run, f"Marked failed by evals_pipeline: {why} (killed?), so it held its pool slot."
-            )
+            run = instance.get_run_by_id(run_id)  # it may have ended while that was looked at
+            if run is not None and run.status in FINISHED_STATUSES:
+                why = f"it ended ({run.status.value})"
+            else:
+                why = gone
+                if run is not None:
+                    instance.report_run_failed(
+                        run,
+                        f"Marked failed by evals_pipeline: {why} (killed?), so it held its pool "
+                        "slot.",
+                    )
         storage.free_concurrency_slots_for_run(run_id)
         freed.append(f"freed the pool slots of run {run_id}: {why}")
     return freed
@@ -241,19 +271,31 @@ def pool_limit(instance: DagsterInstance, pool: str) -> int | None:
     return info.limit
 
 
-def _take_token(instance: DagsterInstance, pool: str, limit: int) -> int | None:
-    """An fd on one of the pool's `limit` driver tokens, or None while other drivers hold all."""
+@dataclass(frozen=True)
+class Token:
+    """One of a pool's driver tokens, held (`fd` is None where the file system has no locks)."""
+
+    slot: int
+    fd: int | None
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+
+
+def _take_token(instance: DagsterInstance, pool: str, limit: int) -> Token | None:
+    """One of the pool's `limit` driver tokens, or None while other drivers hold all."""
     folder = locks_dir(instance) / "pools"
     folder.mkdir(parents=True, exist_ok=True)
     for slot in range(limit):
         try:
             fd = _try_flock(folder / f"{pool}.{slot}.lock", create=True)
         except OSError as exc:
-            if exc.errno == errno.ENOLCK:  # no locks on this mount: storage's check alone
-                return -1
+            if exc.errno in LOCKS_UNSUPPORTED:  # storage's own check alone, then
+                return Token(slot, None)
             raise
         if fd is not None:
-            return fd
+            return Token(slot, fd)
     return None
 
 
@@ -275,7 +317,7 @@ def slot_held(
         yield
         return
     said = False
-    token: int | None = None
+    token: Token | None = None
     try:
         while True:
             for line in reclaim_slots(instance):
@@ -283,6 +325,9 @@ def slot_held(
             limit = pool_limit(instance, pool)
             if limit is None:
                 break
+            if token is not None and token.slot >= limit:  # the limit fell while waiting
+                token.release()
+                token = None
             if token is None:
                 token = _take_token(instance, pool, limit)
             held = storage.get_concurrency_info(pool).claimed_slots
@@ -303,8 +348,8 @@ def slot_held(
             time.sleep(poll_s)
         yield
     finally:
-        if token is not None and token >= 0:
-            os.close(token)
+        if token is not None:
+            token.release()
 
 
 def wait_for_slot(

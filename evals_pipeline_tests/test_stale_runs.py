@@ -7,9 +7,12 @@ killed driver's), held by another process (a live one's), or missing (another ma
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -19,9 +22,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dagster import DagsterInstance, DagsterRun, DagsterRunStatus
+from dagster import DagsterEvent, DagsterEventType, DagsterInstance, DagsterRun, DagsterRunStatus
 from dagster._core.events import EngineEventData
 
+from evals_pipeline import stale_runs
 from evals_pipeline.assets.extraction import LLM_POOL
 from evals_pipeline.graph import build_definitions
 from evals_pipeline.materialize import materialize_all
@@ -136,7 +140,8 @@ def test_a_live_drivers_slot_is_kept_though_its_pid_is_not_seen_here(
 
 def test_this_drivers_own_run_is_kept(instance: DagsterInstance) -> None:
     run_id = _holding_run(instance, run_tags(instance), DagsterRunStatus.STARTED)
-    assert run_tags(instance)[LEASE_TAG] == driver_lease(instance).id  # one lease a process
+    lease = driver_lease(instance)
+    assert lease is not None and run_tags(instance)[LEASE_TAG] == lease.id  # one a process
     assert reclaim_slots(instance) == []
     assert _holders(instance) == [run_id]
 
@@ -194,15 +199,36 @@ def test_an_untagged_run_lives_while_any_process_it_logged_lives(
     assert len(lines) == 1 and f", {step.pid} are gone" in lines[0]
 
 
+def test_untagged_runs_can_be_left_alone_where_pids_are_not_this_namespaces(
+    instance: DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Containers sharing one instance's storage see each other's untagged runs, whose pids
+    mean nothing here: EVALS_PIPELINE_RECLAIM_UNTAGGED=0 keeps their slots."""
+    run_id = _holding_run(instance, {}, DagsterRunStatus.STARTED)
+    run = instance.get_run_by_id(run_id)
+    assert run is not None
+    instance.report_engine_event("started", run, EngineEventData.in_process(_gone_pid()))
+    monkeypatch.setenv(stale_runs.RECLAIM_UNTAGGED_ENV, "0")
+    assert reclaim_slots(instance) == []
+    assert _holders(instance) == [run_id]
+    monkeypatch.delenv(stale_runs.RECLAIM_UNTAGGED_ENV)
+    assert "is gone" in reclaim_slots(instance)[0]
+
+
 def test_the_wait_is_visible_and_ends_when_the_holder_dies(instance: DagsterInstance) -> None:
     lease, path = _lease_file(instance)
     holder = _holding(path)
     run_id = _holding_run(instance, _driver_tags(lease, holder.pid), DagsterRunStatus.STARTED)
     said: list[str] = []
-    killer = threading.Timer(0.5, lambda: (holder.kill(), holder.wait()))
-    killer.start()
+
+    def say(line: str) -> None:
+        said.append(line)
+        if line.startswith("waiting"):  # the holder dies only once the wait is shown
+            holder.kill()
+            holder.wait()
+
     started = time.monotonic()
-    wait_for_slot(instance, LLM_POOL, poll_s=0.05, say=said.append)
+    wait_for_slot(instance, LLM_POOL, poll_s=0.05, say=say)
     assert time.monotonic() - started < 20
     assert said[0].startswith(
         f"waiting for a slot in Dagster pool 'llm' (limit 1), held by run {run_id}"
@@ -228,10 +254,12 @@ def test_a_raised_default_limit_counts_at_once(tmp_path: Path) -> None:
                 stored = instance.event_log_storage.get_concurrency_info(LLM_POOL)
                 assert stored.limit == 1 and stored.using_default_limit  # the lag itself
                 done = threading.Event()
-                waiter = threading.Thread(
-                    target=lambda: (wait_for_slot(instance, LLM_POOL, poll_s=0.05), done.set()),
-                    daemon=True,
-                )
+
+                def wait() -> None:
+                    wait_for_slot(instance, LLM_POOL, poll_s=0.05)
+                    done.set()
+
+                waiter = threading.Thread(target=wait, daemon=True)
                 waiter.start()
                 assert done.wait(timeout=10), "waited on the stored limit of 1"
         finally:
@@ -257,7 +285,10 @@ def test_two_drivers_do_not_both_pass_a_check_that_saw_one_free_slot(
         barrier.wait()
         with slot_held(instance, LLM_POOL, poll_s=0.02, say=said.append):
             began = time.monotonic()
-            time.sleep(0.5)  # the run, which would claim the slot in storage
+            deadline = began + 10  # the run, which would claim the slot in storage, lasts
+            while not said and time.monotonic() < deadline:  # until the other says it waits
+                time.sleep(0.01)
+            time.sleep(0.1)
             spans.append((began, time.monotonic()))
 
     threads = [threading.Thread(target=driver) for _ in range(2)]
@@ -273,33 +304,39 @@ def test_two_drivers_do_not_both_pass_a_check_that_saw_one_free_slot(
 
 def test_two_drivers_opening_a_new_instance_at_once_both_start(tmp_path: Path) -> None:
     """The first process to open a new SQLite instance creates its tables; two at once both
-    did, and one died on a raw "table runs already exists". Three start together, three times."""
+    did, and one died on a raw "table runs already exists". Three start together, three times
+    (each waits, its imports done, until all nine are ready)."""
+    ready = tmp_path / "ready"
+    ready.mkdir()
     script = (
-        "import sys, time\n"
+        "import sys, time, pathlib\n"
         "from evals_pipeline.materialize import default_instance\n"
-        "time.sleep(max(0.0, float(sys.argv[1]) - time.time()))\n"
+        "ready = pathlib.Path(sys.argv[1])\n"
+        "(ready / sys.argv[2]).touch()\n"
+        "deadline = time.monotonic() + 120\n"
+        "while len(list(ready.iterdir())) < 9 and time.monotonic() < deadline:\n"
+        "    time.sleep(0.005)\n"
         "instance = default_instance()\n"
         "instance.event_log_storage.get_concurrency_info('llm')\n"
     )
     procs = []
-    start = time.time() + 3.0
     for pair in range(3):
         home = tmp_path / f"home{pair}"
         home.mkdir()
         (home / "dagster.yaml").write_text(POOL_LIMIT_1)
         env = {**os.environ, "DAGSTER_HOME": str(home)}
-        for _ in range(3):
+        for one in range(3):
             procs.append(
                 subprocess.Popen(
-                    [sys.executable, "-c", script, str(start)],
+                    [sys.executable, "-c", script, str(ready), f"{pair}.{one}"],
                     env=env,
                     stderr=subprocess.PIPE,
                     text=True,
                 )
             )
     failures = [
-        err for proc in procs if proc.wait(timeout=120) != 0 for err in [proc.stderr.read()]
-    ]  # type: ignore[union-attr]
+        err for proc in procs for err in [proc.communicate(timeout=180)[1]] if proc.returncode
+    ]
     assert failures == []
 
 
@@ -373,3 +410,143 @@ def test_ctrl_c_or_sigterm_stops_a_driver_waiting_for_a_slot(
         finally:
             driver.kill()
             holder.kill()
+
+
+def test_lock_files_are_opened_read_only_and_open_to_every_user(instance: DagsterInstance) -> None:
+    """A lock needs no write access; another user's driver on the same storage must be able to
+    open the lease and token files (they had been 0644, opened read-write)."""
+    umask = os.umask(0o002)  # a group-shared umask: the files' modes then tell
+    try:
+        lease = driver_lease(instance)
+        with slot_held(instance, LLM_POOL, poll_s=0.02):
+            pass
+    finally:
+        os.umask(umask)
+    assert lease is not None
+    token = locks_dir(instance) / "pools" / f"{LLM_POOL}.0.lock"
+    for path in (lease.path, token):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o664, path
+
+
+def test_a_forked_child_leaves_its_parents_lease(tmp_path: Path) -> None:
+    """The lease file goes at a clean exit of the driver that took it, not of a child forked
+    from it (whose atexit handlers are a copy of its parent's)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(POOL_LIMIT_1)
+    script = (
+        "import os, sys\n"
+        "from dagster import DagsterInstance\n"
+        "from evals_pipeline.stale_runs import driver_lease\n"
+        "instance = DagsterInstance.from_config(sys.argv[1])\n"
+        "lease = driver_lease(instance)\n"
+        "print(lease.path, flush=True)\n"
+        "child = os.fork()\n"
+        "if child == 0:\n"
+        "    sys.exit(0)\n"  # a normal exit: atexit runs
+        "os.waitpid(child, 0)\n"
+        "print('kept' if lease.path.exists() else 'gone', flush=True)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(home)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    path, after_child = done.stdout.split()
+    assert after_child == "kept"
+    assert not Path(path).exists()  # the driver's own exit removed it
+
+
+def test_without_file_locks_the_driver_runs_and_its_runs_are_never_reclaimed(
+    instance: DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a file system without flock (ENOLCK on some network mounts) the lease had raised out
+    of the driver: now its runs go without a lease tag, which no later driver frees, and the
+    pool's check in storage alone decides."""
+
+    def no_locks(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(stale_runs.fcntl, "flock", no_locks)
+    tags = run_tags(instance)
+    assert PROCESS_TAG in tags and LEASE_TAG not in tags
+    with slot_held(instance, LLM_POOL, poll_s=0.02):
+        pass
+    run_id = _holding_run(instance, tags, DagsterRunStatus.STARTED)
+    assert reclaim_slots(instance) == []
+    assert _holders(instance) == [run_id]
+
+
+def test_a_run_that_ends_while_it_is_looked_at_is_not_marked_failed(
+    instance: DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its driver's lease went free because the run had just ended: the status is read again
+    before the run is marked failed."""
+    lease, _ = _lease_file(instance)
+    run_id = _holding_run(instance, _driver_tags(lease), DagsterRunStatus.STARTED)
+    looked = stale_runs.why_gone
+
+    def ends_meanwhile(instance: DagsterInstance, run: DagsterRun) -> str | None:
+        why = looked(instance, run)
+        instance.report_dagster_event(
+            DagsterEvent(DagsterEventType.RUN_SUCCESS.value, job_name=run.job_name), run.run_id
+        )
+        return why
+
+    monkeypatch.setattr(stale_runs, "why_gone", ends_meanwhile)
+    lines = reclaim_slots(instance)
+    assert len(lines) == 1 and "ended (SUCCESS)" in lines[0], lines
+    run = instance.get_run_by_id(run_id)
+    assert run is not None and run.status == DagsterRunStatus.SUCCESS
+    assert _holders(instance) == []
+
+
+def test_a_token_past_a_lowered_limit_is_given_back(tmp_path: Path) -> None:
+    """A driver waiting with token 1 of a pool whose limit drops to 1 gives it back and takes
+    one under the new limit: it had kept token 1, so a third driver could pass on token 0 and
+    the two both run on one slot."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(POOL_LIMIT_1.replace("limit: 1", "limit: 2"))
+    lease, path = _lease_file_in(home)
+    with DagsterInstance.from_config(str(home)) as instance:
+        for _ in range(2):
+            _holding_run(instance, _driver_tags(lease), DagsterRunStatus.STARTED)
+        tokens = locks_dir(instance) / "pools"
+        tokens.mkdir(parents=True, exist_ok=True)
+        (tokens / f"{LLM_POOL}.0.lock").touch()
+        holder, other = _holding(path), _holding(tokens / f"{LLM_POOL}.0.lock")
+        said: list[str] = []
+        waiter = threading.Thread(
+            target=lambda: wait_for_slot(instance, LLM_POOL, poll_s=0.02, say=said.append),
+            daemon=True,
+        )
+        try:
+            waiter.start()
+            deadline = time.monotonic() + 20
+            while not said and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert said and "limit 2" in said[0]
+            assert _token_is_held(tokens / f"{LLM_POOL}.1.lock")
+            instance.event_log_storage.set_concurrency_slots(LLM_POOL, 1)
+            deadline = time.monotonic() + 20
+            while _token_is_held(tokens / f"{LLM_POOL}.1.lock") and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert not _token_is_held(tokens / f"{LLM_POOL}.1.lock"), "kept token 1 at limit 1"
+        finally:
+            holder.kill()
+            other.kill()
+            holder.wait()
+            other.wait()
+        waiter.join(timeout=20)
+        assert not waiter.is_alive()
+
+
+def _token_is_held(path: Path) -> bool:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
