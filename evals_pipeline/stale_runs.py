@@ -16,7 +16,8 @@ run launcher started. So the driver, before each run that needs the pool:
   read in this pid namespace, so an instance whose storage is shared between containers must
   not have untagged runs going in another one (use the driver there, whose runs carry leases),
   or set EVALS_PIPELINE_RECLAIM_UNTAGGED=0 to leave every untagged run's slot alone;
-- frees the slots of runs that ended but still hold one (the daemon does this only when it runs);
+- frees the slots of runs that ended but still hold one (the daemon does this only when it runs),
+  and removes the lease files, an hour old or more, of gone drivers that no such run names;
 - takes one of the pool's driver tokens (flock'd files, one per slot), so that two drivers do
   not both pass a check that saw one free slot and the loser wait, deaf, in Dagster's loop;
 - if the pool is still full, waits here, saying which runs hold it, where Ctrl-C works.
@@ -97,7 +98,8 @@ class DriverLease:
         self._fd = fd  # never closed: the kernel drops the lock when the process ends
         self._owner = os.getpid()
         # A clean exit removes the file (its runs have ended by then); a killed driver's stays,
-        # empty and free, which is what tells a later driver that it is gone.
+        # empty and free, which is what tells a later driver that it is gone (`prune_leases`
+        # removes it once no run that holds a slot names it).
         atexit.register(self._remove)
 
     def _remove(self) -> None:
@@ -246,6 +248,47 @@ def reclaim_slots(instance: DagsterInstance) -> list[str]:
     return freed
 
 
+LEASE_KEEP_S = 3600.0  # a free lease younger than this is left (its driver may be starting)
+
+
+def prune_leases(instance: DagsterInstance, *, older_than_s: float = LEASE_KEEP_S) -> int:
+    """Remove the lease files of drivers that are gone, so they do not pile up: free, older than
+    `older_than_s` (a starting driver creates its file before it locks it), and named by no run
+    that holds or waits for a pool slot (that run's lease is what tells it is gone). Returns
+    how many went."""
+    folder = locks_dir(instance) / "leases"
+    try:
+        paths = list(folder.glob("*.lock"))
+    except OSError:
+        return 0
+    storage = instance.event_log_storage
+    named: set[str] = set()
+    if storage.supports_global_concurrency_limits:
+        for run_id in storage.get_concurrency_run_ids():
+            run = instance.get_run_by_id(run_id)
+            if run is not None and LEASE_TAG in run.tags:
+                named.add(run.tags[LEASE_TAG])
+    now = time.time()
+    removed = 0
+    for path in paths:
+        if path.stem in named:
+            continue
+        try:
+            if now - path.stat().st_mtime < older_than_s:
+                continue
+            fd = _try_flock(path, create=False)
+        except OSError:  # gone meanwhile, or no locks here
+            continue
+        if fd is None:  # held: its driver lives
+            continue
+        try:
+            path.unlink(missing_ok=True)
+            removed += 1
+        finally:
+            os.close(fd)
+    return removed
+
+
 def _holders(instance: DagsterInstance, run_ids: Iterable[str]) -> str:
     parts = []
     for run_id in sorted(set(run_ids)):
@@ -318,10 +361,14 @@ def slot_held(
         return
     said = False
     token: Token | None = None
+    pruned = False
     try:
         while True:
             for line in reclaim_slots(instance):
                 say(line)
+            if not pruned:  # after the reclaim, which reads the gone drivers' leases
+                prune_leases(instance)
+                pruned = True
             limit = pool_limit(instance, pool)
             if limit is None:
                 break

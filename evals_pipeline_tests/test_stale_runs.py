@@ -550,3 +550,26 @@ def _token_is_held(path: Path) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+def test_gone_drivers_lease_files_are_pruned_once_old_and_unnamed(
+    instance: DagsterInstance,
+) -> None:
+    """Every killed driver leaves an empty lease file; they had piled up for ever. One goes
+    when it is free, an hour old, and named by no run holding or waiting for a slot."""
+    hour_ago = time.time() - 2 * 3600
+    _, old_path = _lease_file(instance)
+    named, named_path = _lease_file(instance)
+    _, held_path = _lease_file(instance)
+    _, new_path = _lease_file(instance)
+    for path in (old_path, named_path, held_path):
+        os.utime(path, (hour_ago, hour_ago))
+    _holding_run(instance, _driver_tags(named), DagsterRunStatus.STARTED)
+    with _holding(held_path) as holder:
+        try:
+            assert stale_runs.prune_leases(instance) == 1
+        finally:
+            holder.kill()
+    assert not old_path.exists()
+    assert named_path.exists() and held_path.exists() and new_path.exists()
+    assert stale_runs.lease_state(instance, named) == "free"  # its run can still be freed
