@@ -261,15 +261,9 @@ def prune_leases(instance: DagsterInstance, *, older_than_s: float = LEASE_KEEP_
         paths = list(folder.glob("*.lock"))
     except OSError:
         return 0
-    storage = instance.event_log_storage
-    named: set[str] = set()
-    if storage.supports_global_concurrency_limits:
-        for run_id in storage.get_concurrency_run_ids():
-            run = instance.get_run_by_id(run_id)
-            if run is not None and LEASE_TAG in run.tags:
-                named.add(run.tags[LEASE_TAG])
+    named = _named_leases(instance)
     now = time.time()
-    removed = 0
+    removed: list[Path] = []
     for path in paths:
         if path.stem in named:
             continue
@@ -283,10 +277,28 @@ def prune_leases(instance: DagsterInstance, *, older_than_s: float = LEASE_KEEP_
             continue
         try:
             path.unlink(missing_ok=True)
-            removed += 1
+            removed.append(path)
         finally:
             os.close(fd)
-    return removed
+    # A driver killed just now whose run took a slot after `named` was read: its lease goes
+    # back, free, so that run can still be freed.
+    if removed and (late := _named_leases(instance)):
+        for path in [path for path in removed if path.stem in late]:
+            path.touch()
+            removed.remove(path)
+    return len(removed)
+
+
+def _named_leases(instance: DagsterInstance) -> set[str]:
+    """The leases of the runs that hold or wait for a pool slot."""
+    storage = instance.event_log_storage
+    named: set[str] = set()
+    if storage.supports_global_concurrency_limits:
+        for run_id in storage.get_concurrency_run_ids():
+            run = instance.get_run_by_id(run_id)
+            if run is not None and LEASE_TAG in run.tags:
+                named.add(run.tags[LEASE_TAG])
+    return named
 
 
 def _holders(instance: DagsterInstance, run_ids: Iterable[str]) -> str:

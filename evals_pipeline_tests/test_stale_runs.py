@@ -573,3 +573,17 @@ def test_gone_drivers_lease_files_are_pruned_once_old_and_unnamed(
     assert not old_path.exists()
     assert named_path.exists() and held_path.exists() and new_path.exists()
     assert stale_runs.lease_state(instance, named) == "free"  # its run can still be freed
+
+
+def test_a_lease_named_by_a_run_that_took_a_slot_meanwhile_is_put_back(
+    instance: DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A driver killed while its leases were looked at, whose run took a slot after the runs
+    were read: its lease file comes back, free, so that run's slot can still be freed."""
+    lease, path = _lease_file(instance)
+    hour_ago = time.time() - 2 * 3600
+    os.utime(path, (hour_ago, hour_ago))
+    reads = iter([set(), {lease}])
+    monkeypatch.setattr(stale_runs, "_named_leases", lambda instance: next(reads))
+    assert stale_runs.prune_leases(instance) == 0
+    assert path.exists() and stale_runs.lease_state(instance, lease) == "free"
