@@ -45,7 +45,7 @@ from .core.gc_tuning import fewer_gc_passes
 from .core.reports.plot import CHART_FILE
 from .graph import build_definitions
 from .partitions import extraction_key
-from .stale_runs import LOCKS_UNSUPPORTED, run_tags, slot_held
+from .stale_runs import LOCKS_UNSUPPORTED, open_lock_file, run_tags, slot_held
 
 # Dagster's console logger prints every event at DEBUG, and a failed step's traceback at
 # ERROR; the driver's own summary names each failure in a line (--verbose shows the log).
@@ -81,7 +81,8 @@ def stop_on_sigterm() -> None:
     Dagster copies SIGINT's handler onto SIGTERM. A driver started in the background by a
     script inherits SIGINT ignored, and would then ignore SIGTERM too (a `kill`, a container
     stop); so an ignored or default SIGINT gets Python's handler first. Dagster's runs catch
-    SIGINT for their span whatever it was, so this changes nothing while a run goes."""
+    SIGINT for their span whatever it was, so a Ctrl-C to the script's process group stops
+    such a driver between runs too, as it already did during one."""
     if not callable(signal.getsignal(signal.SIGINT)):
         signal.signal(signal.SIGINT, signal.default_int_handler)
     setup_interrupt_handlers()
@@ -105,23 +106,21 @@ def default_instance() -> DagsterInstance:
 def _creating(home: Path) -> Iterator[None]:
     """One process at a time opens the instance in `home`: the first to open a new SQLite
     instance creates its tables, and two at once both try (a raw "table runs already exists")."""
-    if not home.is_dir():  # Dagster's own error names the folder
-        yield
-        return
+    lock: int | None = None
+    if home.is_dir():  # else Dagster's own error names the folder
+        with contextlib.suppress(OSError):  # a read-only home: no one creates an instance in it
+            lock = open_lock_file(home / INSTANCE_LOCK, create=True)
     try:
-        lock = os.open(home / INSTANCE_LOCK, os.O_RDONLY | os.O_CREAT, 0o666)
-    except OSError:  # a read-only home: no one creates an instance in it
-        yield
-        return
-    try:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        except OSError as exc:
-            if exc.errno not in LOCKS_UNSUPPORTED:
-                raise
+        if lock is not None:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            except OSError as exc:
+                if exc.errno not in LOCKS_UNSUPPORTED:
+                    raise
         yield
     finally:
-        os.close(lock)  # the lock goes with it
+        if lock is not None:
+            os.close(lock)  # the lock goes with it
 
 
 def _run(

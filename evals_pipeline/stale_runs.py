@@ -68,12 +68,24 @@ def locks_dir(instance: DagsterInstance) -> Path:
     return Path(instance.storage_directory()).resolve() / LOCKS_DIR
 
 
+def open_lock_file(path: Path, *, create: bool) -> int:
+    """An fd on `path` to flock: opened for writing where it can be, since NFS (and CIFS) fake
+    flock with a POSIX lock, which needs it; read-only where it cannot (a read-only mount,
+    another user's file), which local file systems allow. Created 0666 less the umask, so a
+    group that shares the storage under umask 002 shares the locks too."""
+    flags = os.O_CREAT if create else 0
+    try:
+        return os.open(path, os.O_RDWR | flags, 0o666)
+    except OSError as exc:
+        if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        return os.open(path, os.O_RDONLY | flags, 0o666)
+
+
 def _try_flock(path: Path, *, create: bool) -> int | None:
     """An fd holding an exclusive flock on `path`, or None if another open file holds it.
-    Raises FileNotFoundError when `path` is missing and not to be created. Opened read-only and
-    made writable by all (less the umask): a lock needs no write access, and another user's
-    driver on the same storage must be able to open it too."""
-    fd = os.open(path, os.O_RDONLY | (os.O_CREAT if create else 0), 0o666)
+    Raises FileNotFoundError when `path` is missing and not to be created."""
+    fd = open_lock_file(path, create=create)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -93,7 +105,11 @@ class DriverLease:
         folder = locks_dir(instance) / "leases"
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / f"{self.id}.lock"
-        fd = _try_flock(self.path, create=True)
+        try:
+            fd = _try_flock(self.path, create=True)
+        except BaseException:
+            self.path.unlink(missing_ok=True)
+            raise
         assert fd is not None  # a new file no one else has opened
         self._fd = fd  # never closed: the kernel drops the lock when the process ends
         self._owner = os.getpid()
@@ -107,12 +123,13 @@ class DriverLease:
             self.path.unlink(missing_ok=True)
 
 
-_leases: dict[Path, DriverLease | None] = {}
+_leases: dict[Path, DriverLease] = {}
 
 
 def driver_lease(instance: DagsterInstance) -> DriverLease | None:
     """This process's lease on `instance`'s storage, taken on first use, held until exit; None
-    where the storage's file system has no locks (the driver's runs are then never reclaimed)."""
+    while the storage's file system gives no locks (the run it tags is then never reclaimed).
+    Not remembered: on NFS, ENOLCK can pass (lockd restarting), and the next run asks again."""
     key = locks_dir(instance)
     if key not in _leases:
         try:
@@ -120,7 +137,7 @@ def driver_lease(instance: DagsterInstance) -> DriverLease | None:
         except OSError as exc:
             if exc.errno not in LOCKS_UNSUPPORTED:
                 raise
-            _leases[key] = None
+            return None
     return _leases[key]
 
 
