@@ -404,7 +404,7 @@ def test_ctrl_c_or_sigterm_stops_a_driver_waiting_for_a_slot(
             holder.kill()
 
 
-def test_lock_files_are_opened_read_only_and_open_to_every_user(instance: DagsterInstance) -> None:
+def test_lock_files_are_open_to_a_group_under_umask_002(instance: DagsterInstance) -> None:
     """A lock needs no write access; another user's driver on the same storage must be able to
     open the lease and token files (they had been 0644, opened read-write)."""
     umask = os.umask(0o002)  # a group-shared umask: the files' modes then tell
