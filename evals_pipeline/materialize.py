@@ -63,6 +63,7 @@ class MaterializeResult:
     judge_calls: int = 0
     judge_cache_hits: int = 0
     cassette_misses: int = 0
+    calls_interrupted: int = 0  # stopped mid-flight: their requests are not in llm_requests
     failed_chunks: int = 0  # chunk extractions that failed (misses included), over every mode
     failed_checks: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # failed WARN checks: the run goes on
@@ -196,6 +197,7 @@ def _count(meta: Mapping[str, Any], outcome: MaterializeResult) -> None:
         outcome.cache_hits += _int(meta, "cache_hits")
         outcome.replayed += _int(meta, "replayed")
         outcome.cassette_misses += _int(meta, "cassette_misses")
+        outcome.calls_interrupted += _int(meta, "calls_interrupted")
         outcome.failed_chunks += _int(meta, "errors")
     if "bench_report_md" in meta:
         outcome.bench_reports.append(Path(str(meta["bench_report_md"].value)))
@@ -335,9 +337,15 @@ def materialize_bench(
 def print_summary(outcome: MaterializeResult) -> None:
     """What the run cost and where its answers came from, one line on stderr (every driver)."""
     failed = f"; {outcome.failed_chunks} chunk extractions failed" if outcome.failed_chunks else ""
+    stopped = (
+        f"; {outcome.calls_interrupted} stopped mid-call, whose requests (at least one each) "
+        "are not counted"
+        if outcome.calls_interrupted
+        else ""
+    )
     print(
         f"{outcome.runs} runs; {outcome.extraction_calls} extraction calls "
-        f"({outcome.llm_requests} LLM requests), "
+        f"({outcome.llm_requests} LLM requests{stopped}), "
         f"{outcome.cache_hits} answered from the extraction cache (or a recorded backend's "
         f"cassette), {outcome.replayed} replayed "
         f"from cassettes or the oracle ({outcome.cassette_misses} cassette misses){failed}; "

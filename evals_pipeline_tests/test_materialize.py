@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from dagster import AssetCheckKey, AssetCheckSeverity, AssetKey, DagsterInstance
+from dagster import AssetCheckKey, AssetCheckSeverity, AssetKey, DagsterInstance, MetadataValue
 
 from evals_pipeline.assets.extraction import COVERAGE_CHECK
 from evals_pipeline.core.cassettes.store import load_cassette
@@ -450,3 +450,19 @@ def test_a_step_that_fails_after_paid_calls_still_counts_them(
     assert outcome.extraction_calls == 3  # two recorded, the third's record would not fit
     assert outcome.llm_requests == len(server.requests) == 2 * 3
     assert len(load_cassette(cassette)) == 2  # what was written stays
+
+
+def test_the_summary_says_when_calls_were_stopped_mid_flight(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from evals_pipeline.materialize import MaterializeResult, _count, print_summary
+
+    outcome = MaterializeResult()
+    _count(
+        {"extraction_calls": MetadataValue.int(5), "calls_interrupted": MetadataValue.int(2)},
+        outcome,
+    )
+    print_summary(outcome)
+    assert "5 extraction calls (0 LLM requests; 2 stopped mid-call" in capsys.readouterr().err
+    print_summary(MaterializeResult())
+    assert "stopped" not in capsys.readouterr().err

@@ -89,6 +89,7 @@ def _spent(extractor: CachingExtractor) -> dict[str, int]:
         "bench_cache_hits": extractor.hits,
         "bench_replayed": extractor.replayed,
         "bench_cassette_misses": extractor.misses,
+        "bench_calls_interrupted": extractor.interrupted,  # their requests are not counted
     }
 
 

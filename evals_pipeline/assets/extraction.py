@@ -47,6 +47,7 @@ def _spent(extractor: CachingExtractor) -> dict[str, int]:
         "cache_hits": extractor.hits,
         "replayed": extractor.replayed,
         "cassette_misses": extractor.misses,
+        "calls_interrupted": extractor.interrupted,
     }
 
 

@@ -68,7 +68,9 @@ class CachingExtractor(Extractor):
 
     `calls` counts the calls that reached the backend (an extract call is one per chunk) and
     `requests` the LLM requests they sent (one or more a call: entities, then edges,
-    retries; failed calls included), `hits` the calls the cache answered.
+    retries; failed calls included), `hits` the calls the cache answered. `interrupted`
+    counts the calls stopped mid-flight (Ctrl-C, SIGTERM): each had sent at least one request,
+    which `requests` cannot count (the call's own tally goes with it), and may be billed.
 
     A backend being recorded (`recording_to`, the cassette its `inner` recorder appends to) is
     served from that cassette instead: a call it already holds is answered from it, neither
@@ -114,6 +116,7 @@ class CachingExtractor(Extractor):
         self.hits = 0
         self.replayed = 0
         self.misses = 0
+        self.interrupted = 0
 
     async def _local(self, call: Awaitable[T]) -> T:
         """A local answer, counted as replayed only when there was one to replay."""
@@ -133,6 +136,11 @@ class CachingExtractor(Extractor):
         except (ExtractionFailed, CassetteWriteError) as exc:  # an answer not written counts
             if isinstance(exc.stats, CallStats):
                 self.requests += exc.stats.requests
+            raise
+        except Exception:
+            raise
+        except BaseException:  # cancelled, or interrupted (Ctrl-C, SIGTERM), before its answer
+            self.interrupted += 1
             raise
         self.requests += answer.stats.requests
         return answer

@@ -124,3 +124,30 @@ def test_a_cassette_miss_is_counted_as_a_miss_not_a_replay(tmp_path: Path) -> No
     with pytest.raises(CassetteMiss):
         _extract(cached)
     assert (cached.calls, cached.hits, cached.replayed, cached.misses) == (0, 0, 0, 1)
+
+
+def test_a_call_stopped_mid_flight_is_counted_as_interrupted(tmp_path: Path) -> None:
+    """A live call cancelled before its answer (asyncio.run cancels every task on Ctrl-C or
+    SIGTERM) had sent requests its own tally took with it: it is counted apart, so the summary
+    can say its requests are missing rather than report fewer than were sent."""
+    import asyncio
+
+    started = asyncio.Event()
+
+    class _Hanging(_CountedOracle):
+        async def extract(self, episode: Episode, options: ExtractOptions) -> ExtractionOutcome:
+            started.set()
+            await asyncio.sleep(60)
+            raise AssertionError("not cancelled")
+
+    extractor = CachingExtractor(_Hanging(), tmp_path / "cache.jsonl")
+
+    async def stop_mid_call() -> None:
+        call = asyncio.ensure_future(extractor.extract(EPISODE, ExtractOptions()))
+        await started.wait()
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+
+    run_sync(stop_mid_call)
+    assert (extractor.calls, extractor.requests, extractor.interrupted) == (1, 0, 1)
