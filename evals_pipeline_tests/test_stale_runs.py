@@ -7,14 +7,17 @@ killed driver's), held by another process (a live one's), or missing (another ma
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
+import shutil
 import signal
 import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -28,7 +31,7 @@ from dagster._core.events import EngineEventData
 from evals_pipeline import stale_runs
 from evals_pipeline.assets.extraction import LLM_POOL
 from evals_pipeline.graph import build_definitions
-from evals_pipeline.materialize import default_instance, materialize_all
+from evals_pipeline.materialize import INSTANCE_LOCK, _creating, default_instance, materialize_all
 from evals_pipeline.stale_runs import (
     LEASE_TAG,
     PROCESS_TAG,
@@ -608,3 +611,69 @@ def test_a_lease_named_by_a_run_that_took_a_slot_meanwhile_is_put_back(
     monkeypatch.setattr(stale_runs, "_named_leases", lambda instance: next(reads))
     assert stale_runs.prune_leases(instance) == 0
     assert path.exists() and stale_runs.lease_state(instance, lease) == "free"
+
+
+NOBODY = 65534
+
+
+@contextlib.contextmanager
+def _without_write_access(folder: Path, *files: Path) -> Iterator[None]:
+    """`folder` and `files` made unwritable for this process for real: as root (who passes
+    permission bits), by running as `nobody` for the block (the effective uid only, so root's
+    comes back); otherwise by taking the write bits off."""
+    folder.chmod(0o755)
+    for file in files:
+        file.chmod(0o644 if os.geteuid() == 0 else 0o444)
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        try:
+            yield
+        finally:
+            folder.chmod(0o755)
+        return
+    os.seteuid(NOBODY)
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+
+
+@pytest.fixture
+def shared_folder() -> Iterator[Path]:
+    """A folder another user can reach (pytest's tmp_path is under a 0700 folder)."""
+    folder = Path(tempfile.mkdtemp(prefix="evals-locks-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_lock_file_this_user_cannot_write_is_locked_through_a_read_only_descriptor(
+    shared_folder: Path,
+) -> None:
+    """Another user's lock file (or one on a read-only mount): opening it for writing is
+    refused, and the lock is taken on a read-only descriptor, which local file systems allow."""
+    path = shared_folder / "token.lock"
+    path.touch()
+    with _without_write_access(shared_folder, path):
+        fd = stale_runs.open_lock_file(path, create=False)
+        try:
+            assert fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            assert _token_is_held(path)  # a second open file cannot take it meanwhile
+        finally:
+            os.close(fd)
+    assert not _token_is_held(path)
+
+
+def test_an_instance_home_this_user_cannot_write_opens_without_the_creation_lock(
+    shared_folder: Path,
+) -> None:
+    """A read-only DAGSTER_HOME (an instance another user set up): no lock file can be made
+    there, and none is needed, since no one creates an instance in it."""
+    with _without_write_access(shared_folder), _creating(shared_folder):
+        pass
+    assert not (shared_folder / INSTANCE_LOCK).exists()
+    with _creating(shared_folder):  # writable again: the lock file is made and released
+        assert _token_is_held(shared_folder / INSTANCE_LOCK)
+    assert not _token_is_held(shared_folder / INSTANCE_LOCK)
