@@ -187,7 +187,7 @@ def main(argv: Sequence[str]) -> int:
     from dagster import DagsterInstance
 
     from .graph import build_definitions
-    from .materialize import MaterializeResult, materialize_bench, print_problems
+    from .materialize import MaterializeResult, bench_spend, materialize_bench, print_problems
 
     try:
         config = bench_config(args, parser)
@@ -211,12 +211,7 @@ def main(argv: Sequence[str]) -> int:
         print(f"evals-pipeline bench: error: {exc}", file=sys.stderr)
         return 2
     print_problems(outcome, verbose=args.verbose)
-    print(
-        f"{outcome.bench_calls} bench calls ({outcome.bench_cache_hits} answered from the "
-        f"cache, {outcome.bench_replayed} replayed, "
-        f"{outcome.bench_misses} cassette misses)",
-        file=sys.stderr,
-    )
+    print(bench_spend(outcome), file=sys.stderr)
     for path in outcome.bench_reports:
         print(f"bench report ({path.parent.name}): {path}")
         print(f"bench JSON: {path.with_suffix('.json')}")

@@ -70,6 +70,8 @@ class MaterializeResult:
     failed_steps: list[str] = field(default_factory=list)
     report_path: Path | None = None
     bench_calls: int = 0
+    bench_llm_requests: int = 0
+    bench_interrupted: int = 0  # as calls_interrupted, for the bench's calls
     bench_cache_hits: int = 0
     bench_replayed: int = 0
     bench_misses: int = 0
@@ -203,6 +205,8 @@ def _count(meta: Mapping[str, Any], outcome: MaterializeResult) -> None:
         outcome.bench_reports.append(Path(str(meta["bench_report_md"].value)))
     if "bench_calls" in meta:
         outcome.bench_calls += _int(meta, "bench_calls")
+        outcome.bench_llm_requests += _int(meta, "bench_llm_requests")
+        outcome.bench_interrupted += _int(meta, "bench_calls_interrupted")
         outcome.bench_cache_hits += _int(meta, "bench_cache_hits")
         outcome.bench_replayed += _int(meta, "bench_replayed")
         outcome.bench_misses += _int(meta, "bench_cassette_misses")
@@ -337,23 +341,36 @@ def materialize_bench(
 def print_summary(outcome: MaterializeResult) -> None:
     """What the run cost and where its answers came from, one line on stderr (every driver)."""
     failed = f"; {outcome.failed_chunks} chunk extractions failed" if outcome.failed_chunks else ""
-    stopped = (
-        f"; {outcome.calls_interrupted} stopped mid-call, whose requests (at least one each) "
-        "are not counted"
-        if outcome.calls_interrupted
-        else ""
-    )
     print(
         f"{outcome.runs} runs; {outcome.extraction_calls} extraction calls "
-        f"({outcome.llm_requests} LLM requests{stopped}), "
+        f"({_requests(outcome.llm_requests, outcome.calls_interrupted)}), "
         f"{outcome.cache_hits} answered from the extraction cache (or a recorded backend's "
         f"cassette), {outcome.replayed} replayed "
         f"from cassettes or the oracle ({outcome.cassette_misses} cassette misses){failed}; "
         f"{outcome.judge_calls} judge "
         f"calls, {outcome.judge_cache_hits} answered from the judge cache; "
-        f"{outcome.bench_calls} bench calls ({outcome.bench_cache_hits} answered from the "
-        f"cache, {outcome.bench_replayed} replayed, {outcome.bench_misses} cassette misses)",
+        f"{bench_spend(outcome)}",
         file=sys.stderr,
+    )
+
+
+def _requests(requests: int, interrupted: int) -> str:
+    """The LLM requests some calls sent, and how many calls stopped mid-flight uncounted."""
+    stopped = (
+        f"; {interrupted} stopped mid-call, whose requests (at least one each) are not counted"
+        if interrupted
+        else ""
+    )
+    return f"{requests} LLM requests{stopped}"
+
+
+def bench_spend(outcome: MaterializeResult) -> str:
+    """The bench's share of the summary (the main command's and `evals-pipeline bench`'s)."""
+    return (
+        f"{outcome.bench_calls} bench calls "
+        f"({_requests(outcome.bench_llm_requests, outcome.bench_interrupted)}; "
+        f"{outcome.bench_cache_hits} answered from the cache, {outcome.bench_replayed} "
+        f"replayed, {outcome.bench_misses} cassette misses)"
     )
 
 

@@ -310,7 +310,10 @@ def test_bench_dry_run_counts_the_second_answer_a_recast_needs(
     assert "36 records, covers 36 of 40 extractions (the rest fail as cassette misses" in plan
     assert cli_main([a for a in argv if a != "--dry-run"]) == 0  # misses are errors, no abort
     err = capsys.readouterr().err
-    assert "0 bench calls (0 answered from the cache, 76 replayed, 4 cassette misses)" in err
+    assert (
+        "0 bench calls (0 LLM requests; 0 answered from the cache, 76 replayed, 4 cassette misses)"
+        in err
+    )
 
 
 def test_a_failed_step_is_named_with_its_error_in_one_line(
@@ -324,3 +327,32 @@ def test_a_failed_step_is_named_with_its_error_in_one_line(
     assert "FAILED STEP bench_runs[gone|cases]: " in err
     assert f"CassetteNotAFile: cassette {gone}: file not found" in err
     assert "Stack Trace" not in err and "Traceback" not in err
+
+
+def test_a_live_bench_backend_counts_its_llm_requests_beside_its_calls(tmp_path: Path) -> None:
+    """A bench backend's retried call sent two requests: the summary says what was billed, as
+    it does for the extraction calls (it had said only how many calls)."""
+    from evals_pipeline.materialize import bench_spend
+    from evals_pipeline_tests.support.deterministic_backend import openai_responder
+    from evals_pipeline_tests.support.llm_servers import LoopbackLLMServer, openai_error
+
+    with LoopbackLLMServer("openai", responder=openai_responder) as server:
+        server.enqueue(openai_error(500))  # the first call's first request; its retry succeeds
+        live = f"oai-http:url={server.base_url},model=rules-tidy"
+        config = _bench_config(tmp_path, {"cases": CASES})
+        config = config.model_copy(
+            update={
+                "bench": config.bench.model_copy(
+                    update={"backends": {"oracle": "oracle", "live": live}}
+                )
+            }
+        )
+        defs = build_definitions(config)
+        outcome = MaterializeResult()
+        with DagsterInstance.ephemeral() as instance:
+            assert materialize_bench(config, defs, instance, outcome, quiet=True)
+        sent = len(server.requests)
+    assert outcome.bench_calls > 0
+    # An extract call sends two requests (entities, then edges), and one was retried.
+    assert outcome.bench_llm_requests == sent == 2 * outcome.bench_calls + 1
+    assert f"{outcome.bench_calls} bench calls ({sent} LLM requests; " in bench_spend(outcome)

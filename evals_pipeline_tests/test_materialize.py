@@ -464,5 +464,12 @@ def test_the_summary_says_when_calls_were_stopped_mid_flight(
     )
     print_summary(outcome)
     assert "5 extraction calls (0 LLM requests; 2 stopped mid-call" in capsys.readouterr().err
+    bench = MaterializeResult()
+    _count(
+        {"bench_calls": MetadataValue.int(3), "bench_calls_interrupted": MetadataValue.int(1)},
+        bench,
+    )
+    print_summary(bench)
+    assert "3 bench calls (0 LLM requests; 1 stopped mid-call" in capsys.readouterr().err
     print_summary(MaterializeResult())
     assert "stopped" not in capsys.readouterr().err

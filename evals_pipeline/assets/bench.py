@@ -30,13 +30,12 @@ from dagster import (
 
 from ..core.bench.gold import render_gold_markdown, run_gold
 from ..core.bench.runner import merge_rows, row_cost, write_run
-from ..core.cassettes.cache import CachingExtractor
 from ..core.config import EvalsConfig
 from ..partitions import backend_crossed, crossed_key, split_crossed
 from ..resources import EvalsResource
 from .extraction import COVERAGE_CHECK, LLM_POOL
 from .reports import fan_in
-from .spend import spend_before_failure
+from .spend import extractor_spent, spend_before_failure
 
 GOLD = "gold_corpus"
 ORACLE_CHECK = "oracle_ceiling"
@@ -81,16 +80,6 @@ def oracle_shortfalls(report: dict[str, Any], oracle_rows: list[str]) -> list[st
             if rates.get(rate) is not None and rates[rate] != 1.0
         ]
     return out
-
-
-def _spent(extractor: CachingExtractor) -> dict[str, int]:
-    return {
-        "bench_calls": extractor.calls,
-        "bench_cache_hits": extractor.hits,
-        "bench_replayed": extractor.replayed,
-        "bench_cassette_misses": extractor.misses,
-        "bench_calls_interrupted": extractor.interrupted,  # their requests are not counted
-    }
 
 
 def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:
@@ -148,7 +137,9 @@ def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                 concurrency=evals.config.concurrency,
             )
         except BaseException:  # a failure, SIGTERM: count what was spent
-            yield spend_before_failure(context, _spent(extractor))
+            yield spend_before_failure(
+                context, extractor_spent(extractor, calls="bench_calls", prefix="bench_")
+            )
             raise
         row = report["rows"][backend]
         row["spec"] = evals.config.bench_specs[backend].describe()
@@ -160,7 +151,7 @@ def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         metadata |= {
             "episodes": len(episodes),
             "errors": sum(e["status"] != "ok" for e in episodes),
-            **_spent(extractor),
+            **extractor_spent(extractor, calls="bench_calls", prefix="bench_"),
             "requests": sum(int(e["counts"].get("requests", 0)) for e in episodes),
             "spec": row["spec"],
         }

@@ -23,7 +23,6 @@ from dagster import (
     asset,
 )
 
-from ..core.cassettes.cache import CachingExtractor
 from ..core.cassettes.keys import extract_key
 from ..core.cassettes.sidecar import miss_explanation
 from ..core.config import EvalsConfig
@@ -33,22 +32,10 @@ from ..core.tables import extraction_table, table_episodes
 from ..partitions import BY_MODE, extraction_partitions, split_key
 from ..resources import EvalsResource
 from .corpus import PLAN_GUARDS
-from .spend import spend_before_failure
+from .spend import extractor_spent, spend_before_failure
 
 LLM_POOL = "llm"
 COVERAGE_CHECK = "cassette_coverage"
-
-
-def _spent(extractor: CachingExtractor) -> dict[str, int]:
-    """Where a step's answers came from, and what its calls cost in requests."""
-    return {
-        "extraction_calls": extractor.calls,
-        "llm_requests": extractor.requests,
-        "cache_hits": extractor.hits,
-        "replayed": extractor.replayed,
-        "cassette_misses": extractor.misses,
-        "calls_interrupted": extractor.interrupted,
-    }
 
 
 def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
@@ -101,7 +88,7 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                 tolerate_misses=True,  # a cassette's coverage shortfall is an error rate
             )
         except BaseException:  # a failure, SIGTERM: count what was spent
-            yield spend_before_failure(context, _spent(extractor))
+            yield spend_before_failure(context, extractor_spent(extractor))
             raise
         errors = int((~table["ok"]).sum())
         spec = evals.config.specs[backend]
@@ -110,7 +97,7 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             metadata={
                 "chunks": len(table),
                 "errors": errors,
-                **_spent(extractor),
+                **extractor_spent(extractor),
                 "spec": spec.describe(),
                 **({"cache_path": str(extractor.path)} if extractor.path is not None else {}),
             },

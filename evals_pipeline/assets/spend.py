@@ -9,7 +9,7 @@ failing step never yields.
     try:
         table = extraction_table(...)
     except BaseException:
-        yield spend_before_failure(context, _spent(extractor))
+        yield spend_before_failure(context, extractor_spent(extractor))
         raise
 """
 
@@ -19,7 +19,25 @@ from typing import Any
 
 from dagster import AssetExecutionContext, AssetObservation
 
+from ..core.cassettes.cache import CachingExtractor
+
 FAILED_STEP = "failed_step"  # the metadata flag the driver's summary counts these by
+
+
+def extractor_spent(
+    extractor: CachingExtractor, *, calls: str = "extraction_calls", prefix: str = ""
+) -> dict[str, int]:
+    """Where a step's answers came from, and what its calls cost in requests: the extraction
+    step's metadata names, or the bench's (`calls="bench_calls", prefix="bench_"`)."""
+    return {
+        calls: extractor.calls,
+        f"{prefix}llm_requests": extractor.requests,
+        f"{prefix}cache_hits": extractor.hits,
+        f"{prefix}replayed": extractor.replayed,
+        f"{prefix}cassette_misses": extractor.misses,
+        # Stopped mid-flight: the requests such a call sent are not in llm_requests.
+        f"{prefix}calls_interrupted": extractor.interrupted,
+    }
 
 
 def spend_before_failure(
