@@ -9,7 +9,17 @@ import pytest
 from evals_pipeline_tests.conftest import TEST_API_KEY, TEST_OAI_KEY
 from evals_pipeline_tests.support.storage import sqlite_values
 
-_SECRETS = (TEST_API_KEY, TEST_OAI_KEY)
+# The credentials tests put in a backend's URL (user info, query string) or its proxy's: each
+# of those tests checks its own errors and records; this scans everything else, the log too.
+_URL_SECRETS = (
+    "sk-url-secret-5f3a9c-do-not-leak",
+    "sk-query-secret-1c9e",
+    "proxy-pw-7f3a",
+    "pw-SECRETURL",
+    "QSECRET-123",
+    "QUERY-KEY-5d1e",
+)
+_SECRETS = (TEST_API_KEY, TEST_OAI_KEY, *_URL_SECRETS)
 
 
 @pytest.mark.last

@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -894,3 +894,35 @@ class TripwireListener:
                 pass
             finally:
                 conn.close()
+
+
+@contextlib.contextmanager
+def raw_http_server(answer: Callable[[socket.socket, bytes], None]) -> Iterator[str]:
+    """A bare TCP server on 127.0.0.1 that reads each request's head and lets `answer(conn,
+    head)` reply: for replies no HTTP server library would send (a trickled body, not HTTP)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        listener.settimeout(0.05)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(1.0)
+                head = b""
+                while b"\r\n\r\n" not in head and (chunk := conn.recv(65536)):
+                    head += chunk
+                with contextlib.suppress(OSError):  # the client may give up first
+                    answer(conn, head)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()

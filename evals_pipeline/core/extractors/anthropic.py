@@ -17,7 +17,7 @@ from ..errors import ConfigError, MalformedReply, TransportError
 from ..models import Attempt, ChatRequest
 from .base import LoopBound, Reply, counted_reply
 from .capped import MAX_BODY_BYTES, refused_body, sdk_capped_transport
-from .redaction import redacted
+from .redaction import redact_client_logs, redacted
 from .retries import Retryable, Tries, retry_after_seconds, retryable_status, with_retries
 from .specs import DEFAULT_MODELS
 
@@ -35,6 +35,7 @@ def new_client(
     """An SDK client that makes one attempt per call: `messages_call` does the retrying."""
     import anthropic  # on first use: importing the SDK costs ~1.5 s, most runs never call it
 
+    redact_client_logs()  # the SDK logs each request's URL (at DEBUG), query string and all
     # The SDK's own client class, over a transport that caps response bodies (capped.py).
     http_client = anthropic.DefaultAsyncHttpxClient(
         transport=sdk_capped_transport(anthropic.DefaultAsyncHttpxClient, max_body_bytes)

@@ -22,7 +22,7 @@ from ..errors import MalformedReply, TransportError
 from ..models import Attempt, ChatRequest
 from .base import LoopBound, Reply, counted_reply
 from .capped import MAX_BODY_BYTES, CappedTransport, RefusedBody
-from .redaction import redacted
+from .redaction import redact_client_logs, redacted
 from .retries import Retryable, Tries, retry_after_seconds, retryable_status, with_retries
 
 API_KEY_ENV = "EVALS_OAI_API_KEY"
@@ -147,6 +147,7 @@ class OpenAICompatTransport:
         on each request (encode/httpx#3215). The aiohttp transport, the one the anthropic SDK
         offers as `DefaultAioHttpClient`, halves that, and one pool serves 32+ connections.
         """
+        redact_client_logs()  # httpx logs each request's URL at INFO, query string and all
         # One TLS context for every client: building one loads the CA bundle (tens of ms). Plain
         # HTTP (a local server, a Unix socket) has no TLS, so it loads none.
         if self._ssl is None:

@@ -6,6 +6,7 @@ passed through `redacted` before it becomes a message or a failure record.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable
 
@@ -32,3 +33,31 @@ def redacted(text: str, secrets: Iterable[str | None]) -> str:
         if secret is not None and len(secret) >= SECRET_MIN_LEN:
             text = text.replace(secret, "***")
     return text
+
+
+class UrlSecretsFilter(logging.Filter):
+    """Drops the user info and query string of every URL in a record's message. httpx logs each
+    request's URL at INFO, query string and all, where some gateways take their key."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record is the logging module's to report
+            return True
+        clean = without_url_secrets(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        return True
+
+
+# The loggers of the HTTP clients the transports run on: httpx, and the anthropic SDK with the
+# httpx fork it runs on. A logger's filters see only its own records, so each is named.
+CLIENT_LOGGERS = ("httpx", "httpx2", "anthropic", "anthropic._base_client")
+
+
+def redact_client_logs() -> None:
+    """Put `UrlSecretsFilter` on the HTTP clients' loggers (once; every transport calls it)."""
+    for name in CLIENT_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, UrlSecretsFilter) for f in logger.filters):
+            logger.addFilter(UrlSecretsFilter())

@@ -14,6 +14,8 @@ import gzip
 import itertools
 import json
 import re
+import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -35,6 +37,7 @@ from evals_pipeline_tests.support.llm_servers import (
     Reply,
     anthropic_error,
     anthropic_message,
+    raw_http_server,
 )
 
 EPISODE = Episode(name="ep-1", body="Alice works for Acme. Bob met Alice.")
@@ -328,7 +331,36 @@ def test_timeout_is_http_error_after_bounded_attempts(server: LoopbackLLMServer)
     assert failure.classification == "http_error"
     assert failure.call_type == "entities"
     assert failure.finish_reason is None
+    assert failure.raw_body.startswith("anthropic timeout")  # said as one, not a reset
     assert len(server.requests) == 2  # max_retries + 1
+
+
+def test_the_whole_call_is_bounded_by_the_timeout() -> None:
+    """The SDK's timeout bounds each read: a server sending its body a byte at a time, each
+    within the timeout, would hold the call open for as long as it liked."""
+    body = json.dumps(anthropic_message(json.dumps(ENTITIES)).json).encode()
+
+    def trickle(conn: socket.socket, _head: bytes) -> None:
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+            + f"content-length: {len(body)}\r\n\r\n".encode()
+        )
+        for byte in body:
+            conn.sendall(bytes([byte]))
+            time.sleep(0.02)  # seconds in all, each byte well within the 0.5 s timeout
+
+    with raw_http_server(trickle) as base:
+        transport = AnthropicTransport(
+            model="claude-test", api_key=TEST_API_KEY, base_url=base, timeout_s=0.5, max_retries=0
+        )
+        import anthropic  # noqa: F401 - its import (~1.5 s, on first use) is not the call's time
+
+        started = time.perf_counter()
+        failure = _failure(TransportExtractor(transport)).failure
+        elapsed = time.perf_counter() - started
+    assert isinstance(failure, FailureRecord)
+    assert failure.raw_body.startswith("anthropic timeout")
+    assert elapsed < 2.0, elapsed
 
 
 def test_a_retry_after_of_an_hour_waits_only_the_cap(server: LoopbackLLMServer) -> None:

@@ -22,7 +22,7 @@ import tempfile
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ from evals_pipeline_tests.support.llm_servers import (
     Reply,
     openai_completion,
     openai_error,
+    raw_http_server,
 )
 
 EPISODE = Episode(name="ep-1", body="Alice works for Acme. Bob met Alice.")
@@ -594,40 +595,9 @@ def test_only_an_https_backend_loads_a_verifying_tls_context(scheme: str, verifi
     assert tls.check_hostname is verified
 
 
-@contextlib.contextmanager
-def _raw_server(answer: Callable[[socket.socket, bytes], None]) -> Iterator[str]:
-    """A TCP server that reads each request's head and lets `answer(conn, head)` reply."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    stop = threading.Event()
-
-    def serve() -> None:
-        listener.settimeout(0.05)
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            with conn:
-                conn.settimeout(1.0)
-                head = b""
-                while b"\r\n\r\n" not in head and (chunk := conn.recv(65536)):
-                    head += chunk
-                with contextlib.suppress(OSError):  # the client may give up first
-                    answer(conn, head)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        stop.set()
-        thread.join()
-        listener.close()
-
-
 def _not_http_server() -> contextlib.AbstractContextManager[str]:
     """Answers every request with a line that is not HTTP, then closes."""
-    return _raw_server(lambda conn, _head: conn.sendall(b"HELLO WORLD\r\n\r\n"))
+    return raw_http_server(lambda conn, _head: conn.sendall(b"HELLO WORLD\r\n\r\n"))
 
 
 def test_a_reply_that_is_not_http_is_a_transport_error_without_secrets() -> None:
@@ -735,7 +705,7 @@ def test_a_proxy_password_never_reaches_an_error_or_the_sidecar(
     def tunnel_without_tls(conn: socket.socket, _head: bytes) -> None:
         conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\nthis is not TLS\r\n\r\n")
 
-    with _raw_server(tunnel_without_tls) as proxy:
+    with raw_http_server(tunnel_without_tls) as proxy:
         monkeypatch.setenv("HTTPS_PROXY", proxy.replace("http://", f"http://agent:{secret}@"))
         transport = OpenAICompatTransport(
             url="https://models.example.invalid/v1/chat/completions", max_retries=0
@@ -768,7 +738,7 @@ def test_the_whole_exchange_is_bounded_by_the_timeout() -> None:
             conn.sendall(bytes([byte]))
             time.sleep(0.05)  # ~3 s in all, each byte well within the 0.5 s timeout
 
-    with _raw_server(trickle) as base:
+    with raw_http_server(trickle) as base:
         transport = OpenAICompatTransport(
             url=f"{base}/v1/chat/completions", max_retries=0, timeout_s=0.5
         )
@@ -878,6 +848,22 @@ def test_an_error_body_that_echoes_the_request_keeps_no_url_credential(
     for secret in (basic, "pw-SECRETURL", "QSECRET-123", "abc%2Fdef%2Bghi%3D%3D"):
         assert secret not in failure.raw_body, secret
     assert "auth was Basic ***" in failure.raw_body
+
+
+def test_a_query_string_key_reaches_no_log_line(
+    server: LoopbackLLMServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """httpx logs every request's URL at INFO, query string and all: a gateway key given as
+    `?api-key=...` went into the run's log (Dagster captures it) on every call."""
+    server.responder = openai_responder
+    uds = str(server.uds_path) if server.uds_path is not None else None
+    url = f"{server.base_url}?api-key=QUERY-KEY-5d1e&tenant=t1"
+    caplog.set_level("DEBUG")
+    _extract(TransportExtractor(OpenAICompatTransport(url=url, uds_path=uds, max_retries=0)))
+    assert server.requests[0].path.endswith("?api-key=QUERY-KEY-5d1e&tenant=t1")  # sent
+    logged = [r.getMessage() for r in caplog.records if r.name == "httpx"]
+    assert logged and all("HTTP Request: POST" in line for line in logged)
+    assert "QUERY-KEY-5d1e" not in caplog.text
 
 
 # -- a response body past the ceiling -------------------------------------------------------
