@@ -17,12 +17,18 @@ class ConfigError(EvalsError):
 
 
 class BackendSpecError(ConfigError):
-    """A `--backend` spec string does not parse; names the spec and what is wrong with it."""
+    """A `--backend` spec string does not parse; names the spec and what is wrong with it.
+
+    Both are shown without any URL's user info or query string, where credentials go: the
+    message reaches the terminal and CI logs, as the spec's `describe()` does not."""
 
     def __init__(self, spec: str, problem: str) -> None:
-        self.spec = spec
-        self.problem = problem
-        super().__init__(f"invalid backend spec {spec!r}: {problem}")
+        from .extractors.redaction import without_url_secrets  # (redaction imports nothing)
+
+        # Part by part: a URL's query would otherwise take the parameters after it along.
+        self.spec = ",".join(without_url_secrets(part) for part in spec.split(","))
+        self.problem = without_url_secrets(problem)
+        super().__init__(f"invalid backend spec {self.spec!r}: {self.problem}")
 
 
 class InputFileError(EvalsError):

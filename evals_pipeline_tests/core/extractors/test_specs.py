@@ -52,6 +52,26 @@ def test_typos_are_usage_errors_naming_the_spec(spec: str, problem: str) -> None
     assert repr(spec) in str(err.value)
 
 
+@pytest.mark.parametrize(
+    ("spec", "problem"),
+    [
+        (
+            "oai-http:url=http://user:PW-SECRET-1@127.0.0.1:9/v1?api-key=QKEY-SECRET-2,modle=m",
+            "unknown parameter 'modle'",
+        ),
+        ("oai-http:url=http://user:PW-SECRET-1@[::1/v1?api-key=QKEY-SECRET-2", "does not parse"),
+    ],
+)
+def test_a_spec_error_shows_no_url_credential(spec: str, problem: str) -> None:
+    """The error reaches the terminal and CI logs: a mistyped spec's URL password and query
+    key are not in it, as they are not in `describe()`; the rest of the spec still is."""
+    with pytest.raises(BackendSpecError) as err:
+        parse_backend_spec(spec)
+    message = str(err.value)
+    assert problem in message and "oai-http:url=http://" in message
+    assert "SECRET" not in message and "SECRET" not in err.value.spec + err.value.problem
+
+
 def test_named_backend() -> None:
     name, spec = parse_named_backend("baseline=cassette:path=a.jsonl")
     assert name == "baseline" and spec.kind == "cassette"
