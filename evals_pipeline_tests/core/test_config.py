@@ -86,8 +86,9 @@ def test_bad_config_names_the_field(tmp_path: Path, text: str, field: str, probl
 
 def test_invalid_yaml_names_the_line(tmp_path: Path) -> None:
     with pytest.raises(InputFileError) as err:
-        load_config(write(tmp_path, "backends:\n  a: oracle\n reference: a\n"))
-    assert err.value.line is not None
+        load_config(path := write(tmp_path, "backends:\n  a: oracle\n reference: a\n"))
+    assert err.value.line == 3 and err.value.path == path  # the badly indented line
+    assert f"{path}:3" in str(err.value)
 
 
 def test_a_key_given_twice_is_an_error_naming_its_line(tmp_path: Path) -> None:

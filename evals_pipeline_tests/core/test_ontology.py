@@ -66,6 +66,33 @@ def test_duplicate_type_rejected(tmp_path: Path) -> None:
         load_ontology(path)
 
 
+WITH_PROPERTIES = GOOD.replace(
+    "    description: A human being.\n",
+    "    description: A human being.\n"
+    "    properties:\n"
+    "      - {name: born, type: date}\n"
+    "      - {name: record, type: string}\n"
+    "    identity: [record]\n",
+)
+
+
+def test_an_identity_naming_an_undeclared_property_names_the_field(tmp_path: Path) -> None:
+    assert load_ontology(write(tmp_path, WITH_PROPERTIES)).entity_types[0].identity == ("record",)
+    path = write(tmp_path, WITH_PROPERTIES.replace("identity: [record]", "identity: [born, ssn]"))
+    with pytest.raises(OntologyError) as err:
+        load_ontology(path)
+    assert err.value.field == "entity_types[0].identity[1]"
+    assert "undeclared property 'ssn'" in str(err.value) and str(path) in str(err.value)
+
+
+def test_a_property_declared_twice_names_the_type(tmp_path: Path) -> None:
+    path = write(tmp_path, WITH_PROPERTIES.replace("{name: record,", "{name: born,"))
+    with pytest.raises(OntologyError) as err:
+        load_ontology(path)
+    assert err.value.field == "entity_types[0].properties"
+    assert "duplicate property" in str(err.value)
+
+
 def test_not_a_mapping(tmp_path: Path) -> None:
     with pytest.raises(OntologyError, match="mapping"):
         load_ontology(write(tmp_path, "- a\n- b\n"))
