@@ -156,8 +156,12 @@ class ExtractPrompts:
 def entity_listing(entities: Sequence[Entity]) -> str:
     """The entities shown to the edge call: `json.dumps([{"name": .., "type": ..}, ..],
     ensure_ascii=False)` byte for byte, written with json's own string encoder (the
-    general-purpose dumps was most of an edge prompt's render)."""
-    return (
+    general-purpose dumps was most of an edge prompt's render).
+
+    The names are the model's, copied from the text: one holding `</entities>` would close the
+    listing's fence, so inside a string `</` is written `<\\/` (JSON's escape of `/`, read
+    back as the same name). A name without one renders, and keys, exactly as before."""
+    listing = (
         "["
         + ", ".join(
             f'{{"name": {_encode(e.name)}, "type": '
@@ -166,6 +170,7 @@ def entity_listing(entities: Sequence[Entity]) -> str:
         )
         + "]"
     )
+    return listing.replace("</", "<\\/") if "</" in listing else listing
 
 
 # A chunk's text sits inside <document> (or <context>) fences: a text that closes the fence
