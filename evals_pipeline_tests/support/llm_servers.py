@@ -926,3 +926,19 @@ def raw_http_server(answer: Callable[[socket.socket, bytes], None]) -> Iterator[
         stop.set()
         thread.join()
         listener.close()
+
+
+def trickled_json(body: bytes, *, per_byte_s: float) -> Callable[[socket.socket, bytes], None]:
+    """An answer for `raw_http_server`: a 200 JSON reply whose body is sent a byte at a time,
+    `per_byte_s` apart (each read well within a timeout, the whole past it)."""
+
+    def answer(conn: socket.socket, _head: bytes) -> None:
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+            + f"content-length: {len(body)}\r\n\r\n".encode()
+        )
+        for byte in body:
+            conn.sendall(bytes([byte]))
+            time.sleep(per_byte_s)
+
+    return answer

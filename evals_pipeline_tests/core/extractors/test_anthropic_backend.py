@@ -14,7 +14,6 @@ import gzip
 import itertools
 import json
 import re
-import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -38,6 +37,7 @@ from evals_pipeline_tests.support.llm_servers import (
     anthropic_error,
     anthropic_message,
     raw_http_server,
+    trickled_json,
 )
 
 EPISODE = Episode(name="ep-1", body="Alice works for Acme. Bob met Alice.")
@@ -340,16 +340,8 @@ def test_the_whole_call_is_bounded_by_the_timeout() -> None:
     within the timeout, would hold the call open for as long as it liked."""
     body = json.dumps(anthropic_message(json.dumps(ENTITIES)).json).encode()
 
-    def trickle(conn: socket.socket, _head: bytes) -> None:
-        conn.sendall(
-            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-            + f"content-length: {len(body)}\r\n\r\n".encode()
-        )
-        for byte in body:
-            conn.sendall(bytes([byte]))
-            time.sleep(0.02)  # seconds in all, each byte well within the 0.5 s timeout
-
-    with raw_http_server(trickle) as base:
+    # seconds in all, each byte well within the 0.5 s timeout
+    with raw_http_server(trickled_json(body, per_byte_s=0.02)) as base:
         transport = AnthropicTransport(
             model="claude-test", api_key=TEST_API_KEY, base_url=base, timeout_s=0.5, max_retries=0
         )

@@ -49,6 +49,7 @@ from evals_pipeline_tests.support.llm_servers import (
     openai_completion,
     openai_error,
     raw_http_server,
+    trickled_json,
 )
 
 EPISODE = Episode(name="ep-1", body="Alice works for Acme. Bob met Alice.")
@@ -729,16 +730,8 @@ def test_the_whole_exchange_is_bounded_by_the_timeout() -> None:
         {"choices": [{"message": {"content": "{}"}, "finish_reason": "stop"}]}
     ).encode()
 
-    def trickle(conn: socket.socket, _head: bytes) -> None:
-        conn.sendall(
-            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-            + f"content-length: {len(body)}\r\n\r\n".encode()
-        )
-        for byte in body:
-            conn.sendall(bytes([byte]))
-            time.sleep(0.05)  # ~3 s in all, each byte well within the 0.5 s timeout
-
-    with raw_http_server(trickle) as base:
+    # ~3 s in all, each byte well within the 0.5 s timeout
+    with raw_http_server(trickled_json(body, per_byte_s=0.05)) as base:
         transport = OpenAICompatTransport(
             url=f"{base}/v1/chat/completions", max_retries=0, timeout_s=0.5
         )
