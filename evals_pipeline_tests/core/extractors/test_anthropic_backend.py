@@ -372,16 +372,18 @@ def test_a_retry_after_of_an_hour_waits_only_the_cap(server: LoopbackLLMServer) 
 
 
 def test_retry_after_is_honoured_over_backoff(server: LoopbackLLMServer) -> None:
-    # The exponential backoff alone would wait ~5 s; Retry-After says 10 ms.
+    # The exponential backoff alone would wait ~5 s; Retry-After says 10 ms, on a rate limit, a
+    # server error and an overload alike.
     server.enqueue(
         anthropic_error(429, retry_after=RETRY_FAST),
+        anthropic_error(500, retry_after=RETRY_FAST),
         anthropic_error(529, headers={"retry-after-ms": "10"}),
         _msg(ENTITIES),
         _msg(EDGES),
     )
-    outcome = _extract(_extractor(server, backoff_s=5.0, max_backoff_s=5.0))
-    assert outcome.stats.requests == 4
-    arrivals = [r.received_at for r in server.requests[:3]]
+    outcome = _extract(_extractor(server, backoff_s=5.0, max_backoff_s=5.0, max_retries=3))
+    assert outcome.stats.requests == 5
+    arrivals = [r.received_at for r in server.requests[:4]]
     assert all(b - a < 1.0 for a, b in itertools.pairwise(arrivals))
 
 

@@ -341,15 +341,17 @@ def test_retryable_status_then_success(server: LoopbackLLMServer, status: int) -
 
 
 def test_retry_after_is_honoured_over_backoff(server: LoopbackLLMServer) -> None:
-    # The exponential backoff alone would wait 5 s; Retry-After (ms form, then seconds) says 10 ms.
+    # The exponential backoff alone would wait 5 s; Retry-After (ms form, then seconds) says
+    # 10 ms, on a rate limit, a server error and an overload alike.
     server.enqueue(
         openai_error(429, headers={"retry-after-ms": "10"}),
-        openai_error(429, retry_after=RETRY_FAST),
+        openai_error(500, retry_after=RETRY_FAST),
+        openai_error(529, retry_after=RETRY_FAST),
         _completion(ENTITIES),
         _completion(EDGES),
     )
-    _extract(_extractor(server, backoff_s=5.0, max_backoff_s=5.0))
-    arrivals = [r.received_at for r in server.requests[:3]]
+    _extract(_extractor(server, backoff_s=5.0, max_backoff_s=5.0, max_retries=3))
+    arrivals = [r.received_at for r in server.requests[:4]]
     assert all(b - a < 1.0 for a, b in itertools.pairwise(arrivals))
 
 
