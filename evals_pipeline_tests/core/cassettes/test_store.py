@@ -248,32 +248,38 @@ _UNIQUE_WRITER = textwrap.dedent(
     from pathlib import Path
     from evals_pipeline.core.cassettes.store import CassetteWriter
     from evals_pipeline_tests.core.cassettes.test_store import record
-    path, name, go = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+    path, name, go, walk = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4]
     writer = CassetteWriter(path, unique=True)
-    order = range(300) if name == "a" else range(299, -1, -1)
+    order = range(300) if name == "a" or walk == "same" else range(299, -1, -1)
     (go.parent / f"ready-{name}").touch()
     while not go.exists():  # the barrier: both start appending at once
         time.sleep(0.001)
     kept = 0
     for i in order:
         kept += writer.append(record(f"{i:064d}", text=name))
-        time.sleep(0.001)  # each append's window is far wider than the start's jitter
+        if walk == "opposite":
+            time.sleep(0.001)  # each append's window is far wider than the start's jitter
     print(kept)
     """
 )
 
 
-def test_two_processes_recording_the_same_calls_leave_each_key_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("walk", ["opposite", "same"])
+def test_two_processes_recording_the_same_calls_leave_each_key_once(
+    tmp_path: Path, walk: str
+) -> None:
     """Two runs recording one backend into one cassette at once ask the same keys: whichever
     appends a key second finds it there (read under the lock) and does not append it again,
     so the cassette still replays with unique keys. The two start together and walk the keys
-    from opposite ends, so each reads the other's appends as they come."""
+    from opposite ends, so each reads the other's appends as they come; or in the same order
+    as fast as they can, so that they ask for nearly every key at once (without the lock,
+    both find it missing and both append it)."""
     path = tmp_path / "shared.jsonl"
     go = tmp_path / "go"
     write(path, record(f"{7:064d}", text="earlier"))  # held before either started
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", _UNIQUE_WRITER, str(path), name, str(go)],
+            [sys.executable, "-c", _UNIQUE_WRITER, str(path), name, str(go), walk],
             cwd=REPO,
             env={**os.environ, "PYTHONPATH": str(REPO)},
             stdout=subprocess.PIPE,
@@ -289,7 +295,8 @@ def test_two_processes_recording_the_same_calls_leave_each_key_once(tmp_path: Pa
     kept = [int(proc.communicate(timeout=120)[0]) for proc in procs]
     cassette = load_cassette(path, unique=True)  # raised CassetteDuplicateKey before
     assert len(cassette) == 300 and sum(kept) == 299
-    assert min(kept) > 0  # both wrote: the appends really did meet
+    if walk == "opposite":
+        assert min(kept) > 0  # both wrote: the appends really did meet
     texts = [r.response.transcript[0].attempts[0].text for _, r in iter_records(path)]
     assert texts.count("a") == kept[0] and texts.count("b") == kept[1]
 
