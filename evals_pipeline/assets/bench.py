@@ -7,6 +7,7 @@ The blocking `oracle_ceiling` check fails the report when an oracle row is not p
 is then unscorable through our own prompting and parsing, and no model row means anything.
 """
 
+import functools
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -39,6 +40,10 @@ from .spend import extractor_spent, spend_before_failure
 
 GOLD = "gold_corpus"
 ORACLE_CHECK = "oracle_ceiling"
+
+# A bench step's counts, under the bench's metadata names (the driver sums them apart).
+_spent = functools.partial(extractor_spent, calls="bench_calls", prefix="bench_")
+
 # The rates a perfect extractor must reach on each kind of gold corpus. Not conformance: it is
 # read against the schema slice shown, and what selection leaves out costs the oracle too.
 CEILING = {
@@ -137,9 +142,7 @@ def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                 concurrency=evals.config.concurrency,
             )
         except BaseException:  # a failure, SIGTERM: count what was spent
-            yield spend_before_failure(
-                context, extractor_spent(extractor, calls="bench_calls", prefix="bench_")
-            )
+            yield spend_before_failure(context, _spent(extractor))
             raise
         row = report["rows"][backend]
         row["spec"] = evals.config.bench_specs[backend].describe()
@@ -151,7 +154,7 @@ def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         metadata |= {
             "episodes": len(episodes),
             "errors": sum(e["status"] != "ok" for e in episodes),
-            **extractor_spent(extractor, calls="bench_calls", prefix="bench_"),
+            **_spent(extractor),
             "requests": sum(int(e["counts"].get("requests", 0)) for e in episodes),
             "spec": row["spec"],
         }

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .extractors.redaction import without_url_secrets
+
 
 class EvalsError(Exception):
     """Base class of every error this package raises on purpose."""
@@ -23,8 +25,6 @@ class BackendSpecError(ConfigError):
     message reaches the terminal and CI logs, as the spec's `describe()` does not."""
 
     def __init__(self, spec: str, problem: str) -> None:
-        from .extractors.redaction import without_url_secrets  # (redaction imports nothing)
-
         # Part by part: a URL's query would otherwise take the parameters after it along.
         self.spec = ",".join(without_url_secrets(part) for part in spec.split(","))
         self.problem = without_url_secrets(problem)

@@ -170,7 +170,7 @@ def entity_listing(entities: Sequence[Entity]) -> str:
         )
         + "]"
     )
-    return listing.replace("</", "<\\/") if "</" in listing else listing
+    return listing.replace("</", "<\\/")
 
 
 # A chunk's text sits inside <document> (or <context>) fences: a text that closes the fence
