@@ -621,21 +621,18 @@ def _without_write_access(folder: Path, *files: Path) -> Iterator[None]:
     """`folder` and `files` made unwritable for this process for real: as root (who passes
     permission bits), by running as `nobody` for the block (the effective uid only, so root's
     comes back); otherwise by taking the write bits off."""
-    folder.chmod(0o755)
+    root = os.geteuid() == 0
     for file in files:
-        file.chmod(0o644 if os.geteuid() == 0 else 0o444)
-    if os.geteuid() != 0:
-        folder.chmod(0o555)
-        try:
-            yield
-        finally:
-            folder.chmod(0o755)
-        return
-    os.seteuid(NOBODY)
+        file.chmod(0o644 if root else 0o444)
+    folder.chmod(0o755 if root else 0o555)
+    if root:
+        os.seteuid(NOBODY)
     try:
         yield
     finally:
-        os.seteuid(0)
+        if root:
+            os.seteuid(0)
+        folder.chmod(0o755)
 
 
 @pytest.fixture
