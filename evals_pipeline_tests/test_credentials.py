@@ -18,6 +18,7 @@ _URL_SECRETS = (
     "pw-SECRETURL",
     "QSECRET-123",
     "QUERY-KEY-5d1e",
+    "pw-ANTH-URL-9c2e",
 )
 _SECRETS = (TEST_API_KEY, TEST_OAI_KEY, *_URL_SECRETS)
 

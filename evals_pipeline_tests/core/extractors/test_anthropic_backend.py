@@ -9,6 +9,7 @@ retries are off: the transport's own, in `retries.py`, are bounded). Error repli
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import gzip
 import itertools
@@ -333,6 +334,27 @@ def test_timeout_is_http_error_after_bounded_attempts(server: LoopbackLLMServer)
     assert failure.finish_reason is None
     assert failure.raw_body.startswith("anthropic timeout")  # said as one, not a reset
     assert len(server.requests) == 2  # max_retries + 1
+
+
+def test_a_base_urls_password_reaches_no_log_line(
+    server: LoopbackLLMServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The SDK logs each request's URL at DEBUG, and its httpx at INFO, user info and all: a
+    gateway's password in `base_url` went into the run's log on every call."""
+    server.enqueue(_msg(ENTITIES), _msg(EDGES))
+    base = server.base_url.replace("://", "://gateway:pw-ANTH-URL-9c2e@", 1)
+    caplog.set_level("DEBUG")
+    outcome = _extract(
+        TransportExtractor(
+            AnthropicTransport(model="claude-test", api_key=TEST_API_KEY, base_url=base)
+        )
+    )
+    assert outcome.result.entities  # the call went through, logged
+    assert server.requests[0].headers["authorization"].startswith("Basic ")  # the URL's auth
+    logged = {r.name for r in caplog.records if "HTTP Request: POST" in r.getMessage()}
+    assert {"anthropic._base_client"} <= logged and len(logged) >= 2  # the SDK and its httpx
+    basic = base64.b64encode(b"gateway:pw-ANTH-URL-9c2e").decode()
+    assert "pw-ANTH-URL-9c2e" not in caplog.text and basic not in caplog.text
 
 
 def test_the_whole_call_is_bounded_by_the_timeout() -> None:
