@@ -269,12 +269,12 @@ async def _run_stage(
                 return None, failure
             parsed, status = parse_structured(attempt.text, shape)
             stats.count_parse(status)
-            if retry:
-                stats.retry_succeeded += 1
-            if parsed is None:
+            if parsed is None:  # after a retry too: a malformed retry recovered nothing
                 raise _StageFailure(
                     _failure(transport, request, chunk_key, "malformed", reply.raw_body, attempt)
                 )
+            if retry:
+                stats.retry_succeeded += 1
             return parsed, None
         raise AssertionError("unreachable")  # pragma: no cover
     finally:

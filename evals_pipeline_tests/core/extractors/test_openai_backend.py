@@ -293,6 +293,19 @@ def test_truncation_then_success_doubles_max_tokens(server: LoopbackLLMServer, s
     ]
 
 
+def test_a_malformed_retry_after_truncation_recovered_nothing(server: LoopbackLLMServer) -> None:
+    """The report reads `retry_succeeded` as "the doubled budget saved the call": a retry that
+    comes back unparseable is a malformed reply, not a recovery."""
+    cut = _completion('{"entities": [', finish_reason="length", completion_tokens=100)
+    server.enqueue(cut, _completion("not json at all"))
+    err = _failure(_extractor(server))
+    assert isinstance(err.failure, FailureRecord)
+    assert err.failure.classification == "malformed"
+    assert err.failure.max_tokens == 200
+    assert err.stats.truncated.model_dump() == {"retry_succeeded": 0, "exhausted": 0}
+    assert err.stats.structured_output.malformed == 1
+
+
 def test_truncation_exhausted_on_entities_is_fatal(server: LoopbackLLMServer) -> None:
     first = _completion('{"entities": [', finish_reason="length", completion_tokens=100)
     second = _completion('{"entities": [{', finish_reason="length", completion_tokens=200)
