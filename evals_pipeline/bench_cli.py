@@ -109,7 +109,7 @@ def _recording_plan(spec: BackendSpec, target: Path, asked: Counter[str]) -> str
     """The calls a recorded live backend makes: those its cassette does not already answer
     (it is served what it holds), or why the run would refuse the cassette."""
     try:
-        check_record_target(target, model=spec.model, budgets=BENCH_BUDGETS)
+        check_record_target(target, model=spec.recorded_model, budgets=BENCH_BUDGETS)
         recorded = load_cassette(
             target, consume=False, missing_ok=True, locked=True, skip_torn_tail=True
         )

@@ -222,7 +222,7 @@ class EvalsResource(ConfigurableResource):
         record_to = config.bench.record_cassette.get(backend)
         if record_to is not None:
             # Recast cases record one key twice on purpose: no unique check here.
-            check_record_target(record_to, model=spec.model, budgets=BENCH_BUDGETS)
+            check_record_target(record_to, model=spec.recorded_model, budgets=BENCH_BUDGETS)
             inner = RecordingExtractor(inner, record_to)
         path = _cache_file(
             inner, spec, config.cache_dir / "bench", backend, gold.digest, BENCH_BUDGETS
@@ -247,7 +247,9 @@ class EvalsResource(ConfigurableResource):
         )
         record_to = config.record_cassette.get(backend)
         if record_to is not None:
-            check_record_target(record_to, model=spec.model, budgets=config.budgets, unique=True)
+            check_record_target(
+                record_to, model=spec.recorded_model, budgets=config.budgets, unique=True
+            )
             inner = RecordingExtractor(inner, record_to, unique=True)
         path = _cache_file(inner, spec, config.cache_dir, backend, corpus.digest, config.budgets)
         return CachingExtractor(inner, path, recording_to=record_to)

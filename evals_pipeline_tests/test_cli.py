@@ -77,6 +77,7 @@ def test_dry_run_exits_0_with_a_guard_and_writes_nothing(
     assert sorted(tmp_path.rglob("*")) == before
     out = capsys.readouterr().out
     assert "[distinct_cassettes]" in out and "[no_record_on_replay]" in out
+    assert "[recording_targets] backend b records into" not in out  # b replays RULES, records rec
     assert "ontology modes: strict" in out  # an ontology and no mode: strict
 
 
@@ -210,10 +211,36 @@ def test_a_recording_target_that_is_not_a_cassette_is_refused_before_any_call(
     notes = tmp_path / "notes.txt"
     notes.write_text("not a cassette line\n")
     args = ["--backend", "a=oracle", "--backend", "b=oracle", "--reference", "a"]
-    args += ["--corpus", str(CORPUS), "--record-cassette", f"b={notes}", "--dry-run"]
-    assert main(args) == 2  # had been appended to, leaving a file corrupt at line 1
-    assert f"corrupt cassette {notes}:1" in capsys.readouterr().err
+    args += ["--corpus", str(CORPUS), "--record-cassette", f"b={notes}"]
+    args += ["--output-dir", str(tmp_path / "r"), "--cache-dir", str(tmp_path / "c")]
+    # The dry run shows the plan and the guard, and exits 0, as for a corrupt replayed cassette.
+    assert main([*args, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"[recording_targets] b: corrupt cassette {notes}:1" in out
+    assert "b = oracle: oracle, recording to" in out
+    # The real run stops at the guard: the file had been appended to, left corrupt at line 1.
+    assert main(args) == 1
+    assert f"recording_targets: b: corrupt cassette {notes}:1" in capsys.readouterr().err
     assert notes.read_text() == "not a cassette line\n"
+    assert not (tmp_path / "r").exists()
+
+
+def test_two_backends_recording_into_one_file_is_a_guard_the_dry_run_shows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each would be served the other's answers (the file answers a recording's calls): with
+    one model under two names, the calibration pattern, the second would make no call at all."""
+    shared = tmp_path / "rec.jsonl"
+    args = ["--backend", "o=oracle", "--backend", "a=oracle", "--backend", "b=oracle"]
+    args += ["--reference", "o", "--corpus", str(CORPUS)]
+    args += ["--record-cassette", f"a={shared}", "--record-cassette", f"b={shared}"]
+    args += ["--output-dir", str(tmp_path / "r"), "--cache-dir", str(tmp_path / "c")]
+    assert main([*args, "--dry-run"]) == 0
+    assert f"[recording_targets] backends a and b both record into {shared}" in (
+        capsys.readouterr().out
+    )
+    assert main(args) == 1
+    assert not shared.exists()
 
 
 def test_a_bad_prices_file_fails_the_plan(

@@ -50,7 +50,12 @@ ASSETS = {
     "report",
     "mode_matrix_report",
 }
-PLAN_CHECKS = {"cassette_integrity", "distinct_cassettes", "no_record_on_replay"}
+PLAN_CHECKS = {
+    "cassette_integrity",
+    "distinct_cassettes",
+    "no_record_on_replay",
+    "recording_targets",
+}
 
 QUERY = """
 {

@@ -143,7 +143,8 @@ def test_a_recorded_backend_re_run_makes_no_call_and_records_nothing_twice(tmp_p
             assert len(load_cassette(cassette, unique=True)) == 4
         sent = len(server.requests)
         # Recording another model into this cassette, or at other token budgets, would mix
-        # answers the run then serves as its own: refused before any call, in any mode.
+        # answers the run then serves as its own: refused before any call, in any mode, by
+        # run_plan's blocking check.
         other = make_config(
             tmp_path / "other",
             {"oracle": "oracle", "live": f"oai-http:url={server.base_url},model=bigger"},
@@ -155,7 +156,8 @@ def test_a_recorded_backend_re_run_makes_no_call_and_records_nothing_twice(tmp_p
             with DagsterInstance.ephemeral() as instance:
                 run = materialize_all(refused, instance, build_definitions(refused), quiet=True)
             assert not run.success
-            assert any(why in step for step in run.failed_steps), run.failed_steps
+            assert any("recording_targets" in step for step in run.failed_steps)
+            assert any(why in check for check in run.failed_checks), run.failed_checks
         assert len(server.requests) == sent
         assert len(load_cassette(cassette, unique=True)) == 4
 
@@ -244,6 +246,21 @@ def _copy(tmp_path: Path) -> Path:
             {"record_cassette": {"a": Path("never.jsonl")}},
             "no_record_on_replay",
         ),
+        (  # each would be served the other's answers
+            lambda t: {"o": "oracle", "a": "oracle", "b": "oracle"},
+            lambda t: {"record_cassette": {"a": t / "one.jsonl", "b": t / "one.jsonl"}},
+            "recording_targets",
+        ),
+        (  # it would be served the replayed backend's answers
+            lambda t: {"o": "oracle", "a": f"cassette:path={_copy(t)}", "b": "oracle"},
+            lambda t: {"record_cassette": {"b": t / "copy.jsonl"}},
+            "recording_targets",
+        ),
+        (  # a file of another model's answers
+            lambda t: {"o": "oracle", "b": "oracle"},
+            lambda t: {"record_cassette": {"b": _copy(t)}},
+            "recording_targets",
+        ),
     ],
 )
 def test_a_blocking_guard_stops_the_run_before_any_extraction(
@@ -252,12 +269,15 @@ def test_a_blocking_guard_stops_the_run_before_any_extraction(
     extra,
     check,  # type: ignore[no-untyped-def]
 ) -> None:
+    if callable(extra):
+        extra = extra(tmp_path)
     config = make_config(tmp_path, make_backends(tmp_path), modes=("strict",), **extra)
     with DagsterInstance.ephemeral() as instance:
         outcome = materialize_all(config, instance, quiet=True)
         assert not outcome.success
         assert any(f" {check}: " in line for line in outcome.failed_checks), outcome.failed_checks
         assert outcome.extraction_calls == 0
+        assert outcome.replayed == 0  # no extraction step ran, not even the oracle's
         assert _materialized(instance, "run_plan")  # the checked asset is still materialised
         assert not _materialized(instance, "extractions")
         assert not _materialized(instance, "report")

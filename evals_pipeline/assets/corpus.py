@@ -25,7 +25,12 @@ from ..core.tables import episodes_table, table_episodes
 from ..partitions import mode_partitions
 from ..resources import EvalsResource
 
-PLAN_GUARDS = ("cassette_integrity", "distinct_cassettes", "no_record_on_replay")
+PLAN_GUARDS = (
+    "cassette_integrity",
+    "distinct_cassettes",
+    "no_record_on_replay",
+    "recording_targets",
+)
 # What each guard asserts, shown with its check in the UI.
 GUARD_DESCRIPTIONS = {
     "cassette_integrity": (
@@ -37,6 +42,11 @@ GUARD_DESCRIPTIONS = {
         "recording with itself is degenerate."
     ),
     "no_record_on_replay": "No backend both replays a cassette and records one.",
+    "recording_targets": (
+        "Every recording target is a cassette its backend can take answers from (its model's, "
+        "at the run's token budgets, one a key), and no two backends record into one file or "
+        "into a cassette another replays: a recording is served what its file holds."
+    ),
 }
 
 

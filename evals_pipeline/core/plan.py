@@ -193,6 +193,53 @@ def _identity_guards(config: EvalsConfig, guards: list[Guard]) -> None:
                     "recording a replay is meaningless",
                 )
             )
+    _shared_target_guards(config, cassettes, guards)
+
+
+def _shared_target_guards(
+    config: EvalsConfig, replayed: Mapping[str, Path], guards: list[Guard]
+) -> None:
+    """A recording is served what its file already holds: a backend recording into a file
+    another backend records into, or replays, would be answered with that backend's outputs
+    (or refused mid-run, after paid calls, when the models differ)."""
+    targets = sorted(config.record_cassette.items())
+    for (a, path_a), (b, path_b) in combinations(targets, 2):
+        if path_a.resolve() == path_b.resolve():
+            guards.append(
+                Guard(
+                    "recording_targets",
+                    (a, b),
+                    f"backends {a} and {b} both record into {path_a}: each would be served "
+                    "the other's answers; give each its own file",
+                )
+            )
+    for recorder, target in targets:
+        for replayer, path in sorted(replayed.items()):
+            if replayer != recorder and target.resolve() == path.resolve():
+                guards.append(
+                    Guard(
+                        "recording_targets",
+                        (recorder, replayer),
+                        f"backend {recorder} records into {target}, the cassette backend "
+                        f"{replayer} replays: it would be served {replayer}'s answers",
+                    )
+                )
+
+
+def _record_target_guard(config: EvalsConfig, name: str, guards: list[Guard]) -> bool:
+    """Whether the backend can record where it is told to (True when it records nothing). A
+    target it could not take answers from is a guard, not an error, so a dry run still shows
+    the whole plan (a real run refuses it before any call)."""
+    record = config.record_cassette.get(name)
+    if record is None:
+        return True
+    spec = config.specs[name]
+    try:
+        check_record_target(record, model=spec.recorded_model, budgets=config.budgets, unique=True)
+    except CassetteError as exc:
+        guards.append(Guard("recording_targets", (name,), f"{name}: {exc}"))
+        return False
+    return True
 
 
 def backend_guards(config: EvalsConfig, backend: str) -> list[Guard]:
@@ -204,6 +251,7 @@ def backend_guards(config: EvalsConfig, backend: str) -> list[Guard]:
     """
     guards: list[Guard] = []
     _identity_guards(config, guards)
+    _record_target_guard(config, backend, guards)
     spec = config.specs[backend]
     if spec.cassette_path is not None:
         _load_for_plan(backend, spec.cassette_path, guards)
@@ -284,8 +332,7 @@ def plan_run(
         plan = BackendPlan(name=name, spec=spec.describe(), kind=spec.kind, action=action)
         record = config.record_cassette.get(name)
         plan.record_to = str(record) if record is not None else None
-        if record is not None:
-            check_record_target(record, model=spec.model, budgets=config.budgets, unique=True)
+        recordable = _record_target_guard(config, name, guards)
         cassette = None
         if spec.cassette_path is not None:
             plan.cassette_path = str(spec.cassette_path)
@@ -303,7 +350,10 @@ def plan_run(
                 budgets=config.budgets,
             )
             plan.cache_path = str(cache_file)
-            cache = _cache_for_plan(name, cache_file if record is None else record, guards)
+            if record is None:
+                cache = _cache_for_plan(name, cache_file, guards)
+            elif recordable:  # else its guard says why; the run would not start
+                cache = _cache_for_plan(name, record, guards)
         for mode, mode_keys in keys.items():
             cached = sum(1 for k in mode_keys if k in cache) if cache is not None else 0
             plan.cache_hits[mode] = cached

@@ -66,6 +66,13 @@ class BackendSpec:
         return self.params.get("model", DEFAULT_MODELS[self.kind])
 
     @property
+    def recorded_model(self) -> str | None:
+        """The model its recorded answers name, which a recording target's answers must name
+        too: a live backend's model, the oracle's "oracle" (OracleExtractor.model); None for a
+        cassette, whose recording is refused on its own (no_record_on_replay)."""
+        return "oracle" if self.kind == "oracle" else self.model
+
+    @property
     def timeout_s(self) -> float | None:
         """`timeout=`: how long one request may take, in seconds; None for the default."""
         return float(self.params["timeout"]) if "timeout" in self.params else None
