@@ -27,6 +27,7 @@ from pathlib import Path
 from .core.config import DEFAULT_SCOPE, EvalsConfig, JudgeConfig, default_config_path, load_config
 from .core.errors import ConfigError, EvalsError
 from .core.extractors.specs import parse_named_backend
+from .core.files import file_in_the_way
 from .core.models import ONTOLOGY_MODES, OntologyMode
 from .core.ontology import load_ontology
 from .core.options import resolve_ontology_mode
@@ -53,6 +54,10 @@ def output_file(text: str) -> Path:
     path = Path(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a folder; name a file to write")
+    if (blocker := file_in_the_way(path)) is not None:
+        raise argparse.ArgumentTypeError(
+            f"{text} cannot be made: {blocker} is a file, not a folder"
+        )
     return path
 
 
@@ -119,7 +124,7 @@ def _config_from_flags(args: argparse.Namespace, parser: argparse.ArgumentParser
         record_cassette=record,
     ).model_copy(update=_path_flags(args))
     config = _with_judge_flags(config, args)
-    return config.check("command line").resolved_against(Path.cwd())
+    return config.check("command line").resolved_against(Path.cwd()).check_inputs("command line")
 
 
 def _path_flags(args: argparse.Namespace) -> dict[str, object]:

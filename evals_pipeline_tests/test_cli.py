@@ -225,6 +225,29 @@ def test_a_recording_target_that_is_not_a_cassette_is_refused_before_any_call(
     assert not (tmp_path / "r").exists()
 
 
+def test_a_path_under_a_file_is_an_error_before_the_run_not_a_traceback_after(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--output` under a file ended the whole run in a FileExistsError traceback; a cassette,
+    a recording target or the cache under one in NotADirectoryError."""
+    afile = tmp_path / "afile"
+    afile.write_text("a file\n")
+    base = ["--backend", "o=oracle", "--reference", "o", "--corpus", str(CORPUS), "--limit", "1"]
+    with pytest.raises(SystemExit) as usage:
+        main([*base, "--output", str(afile / "r.json")])
+    assert usage.value.code == 2
+    assert f"{afile} is a file, not a folder" in capsys.readouterr().err
+    assert main([*base, "--cache-dir", str(afile / "c")]) == 2
+    assert f"command line [cache_dir]: {afile / 'c'}: cannot be made" in capsys.readouterr().err
+    record = [*base, "--backend", "n=oracle", "--record-cassette", f"n={afile / 'n.jsonl'}"]
+    assert main(record) == 2
+    assert "command line [record_cassette.n]: " in capsys.readouterr().err
+    args = [*base, "--backend", f"r=cassette:path={afile / 'x.jsonl'}", "--dry-run"]
+    assert main(args) == 0  # a cassette that cannot load is a guard, as a missing one is
+    out = capsys.readouterr().out
+    assert f"[cassette_integrity] r: cassette {afile / 'x.jsonl'}: file not found ({afile}" in out
+
+
 def test_two_backends_recording_into_one_file_is_a_guard_the_dry_run_shows(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -10,11 +10,11 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from .errors import BackendSpecError, InputFileError
 from .extractors.specs import BackendSpec, check_name, parse_backend_spec, parse_named_backend
-from .files import load_yaml, validate_file_model
+from .files import file_in_the_way, load_yaml, validate_file_model
 from .models import ONTOLOGY_MODES, OntologyMode
 from .options import DEFAULT_MAX_TOKENS_EDGES, DEFAULT_MAX_TOKENS_ENTITIES
 
@@ -68,19 +68,20 @@ class EvalsConfig(BaseModel):
     backends: dict[str, str] = Field(min_length=1)
     reference: str
     corpus: Path = Path("corpus/prose/chunks.jsonl")
-    scope: int | Literal["all"] = DEFAULT_SCOPE
+    # Counts are strict: YAML's `yes`, `true` or `"8"` is not a number (lax parsing made them 1).
+    scope: StrictInt | Literal["all"] = DEFAULT_SCOPE
     ontology: Path | None = None
     modes: tuple[OntologyMode, ...] | None = None
     record_cassette: dict[str, Path] = Field(default_factory=dict)
     output_dir: Path = Path("reports")
     cache_dir: Path = Path(".evals_cache")
-    concurrency: int = Field(default=8, ge=1)
+    concurrency: int = Field(default=8, ge=1, strict=True)
     # Dagster's executor for runs launched from the definitions (dagster dev, `dagster asset
     # materialize`, backfills). in_process: steps share one process (a step spawn costs ~3 s on
     # a small machine). multiprocess: a process per step, up to `max_concurrent` at once (0: one
     # per CPU), so independent steps run in parallel. The driver's runs are always in-process.
     executor: Literal["in_process", "multiprocess"] = "in_process"
-    max_concurrent: int = Field(default=0, ge=0)
+    max_concurrent: int = Field(default=0, ge=0, strict=True)
     # Where asset values (Parquet tables, JSON plans and reports) live: an fsspec URL such as
     # s3://bucket/evals (with s3fs installed), so steps on other machines share them, or a
     # folder (a relative one resolves against the project file). None: <cache_dir>/assets.
@@ -89,8 +90,8 @@ class EvalsConfig(BaseModel):
     # The claim-extraction golden set and its gate baseline (None: `<golden_dir>/baseline.json`).
     golden_dir: Path = Path("corpus/golden")
     claims_baseline: Path | None = None
-    max_tokens_entities: int = Field(default=DEFAULT_MAX_TOKENS_ENTITIES, ge=1)
-    max_tokens_edges: int = Field(default=DEFAULT_MAX_TOKENS_EDGES, ge=1)
+    max_tokens_entities: int = Field(default=DEFAULT_MAX_TOKENS_ENTITIES, ge=1, strict=True)
+    max_tokens_edges: int = Field(default=DEFAULT_MAX_TOKENS_EDGES, ge=1, strict=True)
     prices: Path | None = None
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
     bench: BenchConfig = Field(default_factory=BenchConfig)
@@ -183,6 +184,27 @@ class EvalsConfig(BaseModel):
         for field, path in wanted:
             if path is not None and not path.exists():
                 raise InputFileError(source, f"{path}: no such file or folder", field=field)
+        files = [("corpus", self.corpus), ("ontology", self.ontology), ("prices", self.prices)]
+        for field, path in files:
+            if path is not None and path.is_dir():
+                raise InputFileError(source, f"{path}: is a folder, not a file", field=field)
+        if self.prices is not None and not self.prices.exists():
+            raise InputFileError(source, f"{self.prices}: file not found", field="prices")
+        written: list[tuple[str, Path | None]] = [
+            ("output_dir", self.output_dir),
+            ("cache_dir", self.cache_dir),
+            ("judge.cache", self.judge.cache),
+            ("bench.output_dir", self.bench.output_dir),
+            *((f"record_cassette.{n}", p) for n, p in self.record_cassette.items()),
+            *((f"bench.record_cassette.{n}", p) for n, p in self.bench.record_cassette.items()),
+        ]
+        for field, path in written:
+            if path is not None and (blocker := file_in_the_way(path)) is not None:
+                raise InputFileError(
+                    source,
+                    f"{path}: cannot be made, {blocker} is a file, not a folder",
+                    field=field,
+                )
         if self.judge.cache.is_dir():
             raise InputFileError(
                 source,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from datetime import date
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,6 +28,15 @@ def field_path(loc: tuple[int | str, ...]) -> str:
     return out or "<root>"
 
 
+def file_in_the_way(path: Path | str) -> Path | None:
+    """The nearest existing ancestor of `path` that is not a folder (so `path` can be neither
+    made nor read: the OS says only "Not a directory"), or None."""
+    for parent in Path(path).parents:
+        if parent.exists():
+            return None if parent.is_dir() else parent
+    return None
+
+
 def read_input_bytes(path: Path | str, error: type[InputFileError] = InputFileError) -> bytes:
     """A whole input file; a missing file, a folder or an unreadable one is `error`."""
     path = Path(path)
@@ -36,6 +46,10 @@ def read_input_bytes(path: Path | str, error: type[InputFileError] = InputFileEr
         raise error(path, "file not found") from None
     except IsADirectoryError:
         raise error(path, "is a folder, not a file") from None
+    except NotADirectoryError:
+        raise error(
+            path, f"file not found ({file_in_the_way(path)} is a file, not a folder)"
+        ) from None
     except OSError as exc:
         raise error(path, f"cannot be read: {exc.strerror or exc}") from None
 
@@ -153,9 +167,42 @@ def validate_file_model(
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        message = problem(first) if problem is not None else first["msg"]
-        raise error(path, message, line=line, field=field_path((*within, *first["loc"]))) from None
+        loc, message = _first_problem(exc.errors(), problem)
+        raise error(path, message, line=line, field=field_path((*within, *loc))) from None
+
+
+_SHOULD_BE = "Input should be "
+
+
+def _first_problem(
+    errors: list[ErrorDetails], problem: Callable[[ErrorDetails], str] | None
+) -> tuple[tuple[int | str, ...], str]:
+    """The first error's field and message. A value a union refused is reported once per
+    member, each at the field plus the member's name (`scope.constrained-int`), all with the
+    same input: those are one problem, at the field, saying every form the value could take
+    ("a valid integer or 'all'")."""
+    first = errors[0]
+    loc = tuple(first["loc"])
+    message = problem(first) if problem is not None else first["msg"]
+    members = [
+        e
+        for e in errors
+        if tuple(e["loc"])[:-1] == loc[:-1]
+        and len(e["loc"]) == len(loc)
+        and e.get("input") is first.get("input")
+        and e["type"] not in ("missing", "extra_forbidden")
+    ]
+    if len(loc) > 1 and isinstance(loc[-1], str) and len({e["loc"][-1] for e in members}) > 1:
+        loc = loc[:-1]
+        if problem is None:
+            said = list(dict.fromkeys(e["msg"] for e in members))
+            if all(m.startswith(_SHOULD_BE) for m in said):
+                message = _SHOULD_BE + " or ".join(m[len(_SHOULD_BE) :] for m in said)
+            else:
+                message = "; or ".join(said)
+    if isinstance(first.get("input"), date):
+        message += " (YAML reads an unquoted date as a date: put it in quotes to keep it text)"
+    return loc, message
 
 
 def jsonl_lines(path: Path, data: bytes) -> Iterator[tuple[int, str]]:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .errors import InputFileError
 from .files import load_json, validate_file_model
@@ -22,8 +22,9 @@ from .files import load_json, validate_file_model
 class ModelPrice(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    input_per_1m: float
-    output_per_1m: float
+    # Strict: JSON's true is no price (lax parsing made it 1 USD); an integer is a number.
+    input_per_1m: float = Field(strict=True)
+    output_per_1m: float = Field(strict=True)
 
     @field_validator("input_per_1m", "output_per_1m")
     @classmethod

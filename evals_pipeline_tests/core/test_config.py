@@ -74,6 +74,19 @@ def test_asset_storage_resolves_against_the_file_unless_it_is_a_url(tmp_path: Pa
          "record_cassette.z", "no backend"),
         ("backends: {a: oracle}\nreference: a\ncolour: red\n", "colour", "Extra inputs"),
         ("backends: {a: oracle}\nreference: a\nmodes: [fast]\n", "modes[0]", "Input should be"),
+        # Counts are strict: lax parsing had made `true`/`yes` 1 and "8" 8 (a 1-token budget).
+        ("backends: {a: oracle}\nreference: a\nconcurrency: true\n", "concurrency",
+         "valid integer"),
+        ("backends: {a: oracle}\nreference: a\nconcurrency: yes\n", "concurrency",
+         "valid integer"),
+        ("backends: {a: oracle}\nreference: a\nconcurrency: '8'\n", "concurrency",
+         "valid integer"),
+        ("backends: {a: oracle}\nreference: a\nmax_tokens_entities: true\n",
+         "max_tokens_entities", "valid integer"),
+        # One problem at the field (not `scope.constrained-int`), naming both forms.
+        ("backends: {a: oracle}\nreference: a\nscope: ALL\n", "scope",
+         "Input should be a valid integer or 'all'"),
+        ("backends: {a: oracle}\nreference: a\nscope: 2.0\n", "scope", "valid integer or 'all'"),
     ],
 )  # fmt: skip
 def test_bad_config_names_the_field(tmp_path: Path, text: str, field: str, problem: str) -> None:
@@ -120,3 +133,32 @@ def test_no_mode_and_a_gold_name_that_is_a_path_are_refused(
     with pytest.raises(InputFileError) as err:
         load_config(write(tmp_path, text))
     assert err.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("line", "field", "problem"),
+    [
+        ("corpus: .", "corpus", "is a folder, not a file"),
+        ("ontology: .", "ontology", "is a folder, not a file"),
+        ("prices: .", "prices", "is a folder, not a file"),
+        ("prices: nope.json", "prices", "file not found"),
+        ("cache_dir: afile/sub", "cache_dir", "afile is a file, not a folder"),
+        ("output_dir: afile/r", "output_dir", "afile is a file, not a folder"),
+        ("judge: {cache: afile/j.jsonl}", "judge.cache", "afile is a file, not a folder"),
+        ("record_cassette: {a: afile/x.jsonl}", "record_cassette.a", "is a file, not a folder"),
+    ],
+)
+def test_an_input_or_output_path_that_cannot_be_used_names_its_field(
+    tmp_path: Path, line: str, field: str, problem: str
+) -> None:
+    """Before any step runs: a folder given as the corpus had failed only the corpus step (after
+    the claims run), and a cache_dir under a file a step with "Not a directory"."""
+    (tmp_path / "afile").write_text("a file\n")
+    (tmp_path / "chunks.jsonl").write_text("")
+    text = f"backends: {{a: oracle}}\nreference: a\ncorpus: chunks.jsonl\n{line}\n"
+    text = text.replace("corpus: chunks.jsonl\ncorpus: .", "corpus: .")
+    path = write(tmp_path, text)
+    with pytest.raises(InputFileError) as err:
+        load_config(path).check_inputs(path)
+    assert err.value.field == field
+    assert problem in str(err.value) and str(path) in str(err.value)

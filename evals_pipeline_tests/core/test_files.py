@@ -152,6 +152,28 @@ def test_a_price_error_names_the_model_it_belongs_to(tmp_path: Path) -> None:
     with pytest.raises(InputFileError, match="finite number of USD, 0 or more") as err:
         load_prices(path)
     assert err.value.field == "m.input_per_1m"
+    path.write_text('{"m": {"input_per_1m": true, "output_per_1m": 2}}')  # had been 1 USD
+    with pytest.raises(InputFileError, match="valid number") as err:
+        load_prices(path)
+    assert err.value.field == "m.input_per_1m"
+    path.write_text('{"m": {"input_per_1m": 3, "output_per_1m": 2.5}}')  # an integer is a number
+    assert load_prices(path)["m"]["input_per_1m"] == 3.0
+
+
+def test_an_unquoted_yaml_date_is_named_as_one(tmp_path: Path) -> None:
+    from pydantic import BaseModel
+
+    from evals_pipeline.core.files import load_yaml, validate_file_model
+
+    class Person(BaseModel):
+        properties: dict[str, str | int]
+
+    path = tmp_path / "p.yaml"
+    path.write_text("properties: {born: 1958-07-03}\n")
+    with pytest.raises(InputFileError) as err:
+        validate_file_model(Person, load_yaml(path), path)
+    assert err.value.field == "properties.born"  # not properties.born.str
+    assert "unquoted date" in str(err.value) and "quotes" in str(err.value)
 
 
 def test_input_nested_too_deeply_is_named_not_a_recursion_error(tmp_path: Path) -> None:

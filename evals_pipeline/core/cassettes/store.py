@@ -33,7 +33,7 @@ from ..errors import (
     CassetteNotAFile,
     CassetteWriteError,
 )
-from ..files import field_path
+from ..files import field_path, file_in_the_way
 from ..gc_tuning import gc_paused
 from ..memo import on_forget
 from .format import CassetteRecord, ReplayRecord, ServedRecord
@@ -433,15 +433,20 @@ _memo_lock = threading.Lock()
 def _file_state(path: Path) -> tuple[object, ...]:
     try:
         st = path.stat()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # missing, or under a file: not there
         return (str(path), None)
     return (str(path.resolve()), *stat_state(st))
+
+
+def _not_found(path: Path) -> str:
+    blocker = file_in_the_way(path)
+    return "file not found" + (f" ({blocker} is a file, not a folder)" if blocker else "")
 
 
 def _file_digest(path: Path) -> str | None:
     try:
         return file_sha256(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:  # e.g. no permission to read it
         raise CassetteNotAFile(path, f"cannot be read: {exc.strerror or exc}") from exc
@@ -613,7 +618,7 @@ def _load(
                     if missing_ok:
                         files.append(None)  # indexes stay aligned with paths
                         continue
-                    raise CassetteNotAFile(path, "file not found")
+                    raise CassetteNotAFile(path, _not_found(path))
                 try:
                     handle = path.open("rb")
                 except OSError as exc:  # e.g. no permission to read it

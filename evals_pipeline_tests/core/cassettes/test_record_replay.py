@@ -387,6 +387,15 @@ def test_a_record_target_mid_append_is_not_corrupt(tmp_path: Path) -> None:
         check_record_target(target)
 
 
+def test_a_record_target_under_a_file_is_refused_before_any_call(tmp_path: Path) -> None:
+    from evals_pipeline.core.cassettes.record import check_record_target
+    from evals_pipeline.core.errors import CassetteNotAFile
+
+    (tmp_path / "afile").write_text("a file\n")  # opening the target had raised FileExistsError
+    with pytest.raises(CassetteNotAFile, match=r"cannot be made: .*afile is a file, not a folder"):
+        check_record_target(tmp_path / "afile" / "deeper" / "rec.jsonl")
+
+
 def test_a_record_target_must_hold_this_models_answers_at_these_budgets(tmp_path: Path) -> None:
     """A recording run is served what its cassette holds: answers of another model, or made at
     other token budgets, are refused before any call, whichever keys this run will ask."""

@@ -754,6 +754,14 @@ def test_a_folder_or_a_missing_file_is_named_as_such(tmp_path: Path) -> None:
     with pytest.raises(CassetteCorrupt) as missing:  # still caught as an unusable cassette
         load_cassette(tmp_path / "nope.jsonl")
     assert str(missing.value) == f"cassette {tmp_path / 'nope.jsonl'}: file not found"
+    (tmp_path / "afile").write_text("a file\n")
+    under = tmp_path / "afile" / "x.jsonl"  # had been a NotADirectoryError traceback
+    for load in (index_cassette, load_cassette):
+        with pytest.raises(CassetteNotAFile) as err:
+            load(under)
+        assert str(err.value) == (
+            f"cassette {under}: file not found ({tmp_path / 'afile'} is a file, not a folder)"
+        )
 
 
 def test_a_whole_json_last_line_that_is_no_record_is_not_skipped(tmp_path: Path) -> None:
