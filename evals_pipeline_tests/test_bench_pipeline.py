@@ -177,8 +177,10 @@ def test_bench_cli_splits_publishability_and_compare(
     capsys.readouterr()
     blocked = tmp_path / "blocked"
     blocked.write_text("a file")
-    assert cli_main([*argv, "--resamples", "10", "--json", str(blocked / "cmp.json")]) == 2
-    assert f"{blocked / 'cmp.json'}: cannot write here" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage:  # at parsing, before the comparison
+        cli_main([*argv, "--resamples", "10", "--json", str(blocked / "cmp.json")])
+    assert usage.value.code == 2
+    assert f"cannot be made: {blocked} is a file, not a folder" in capsys.readouterr().err
 
 
 def test_bench_cli_bad_input_is_a_usage_error_naming_it(

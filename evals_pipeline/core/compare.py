@@ -107,6 +107,8 @@ _F1_GROUPS: tuple[tuple[str, str, str], ...] = (
 )
 _F1_LABELS = {"entities_tp": "entity", "edges_tp": "edge"}
 TOP_CHANGES = 5
+# Counts are summed as 64-bit integers: a count past 2**53 is no count a run made.
+MAX_COUNT = 2**53
 CONFIDENCE = 0.95
 
 Key = tuple[str, str]
@@ -192,11 +194,30 @@ def _read_episodes(body: Any, row: str, run: str) -> dict[Key, _Episode]:
         for name, value in counts.items():
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise RunReportError(f"{at}.counts.{name} must be a non-negative integer")
+            if value > MAX_COUNT:
+                raise RunReportError(f"{at}.counts.{name} is {value}: too large to be a count")
+        _check_rates_within_one(counts, at)
         episode = _Episode(ep["case"], ep["source_id"], digest or None, ep["status"], counts)
         if episode.key in out:
             raise RunReportError(f"{at}: episode {episode.key} appears twice in the row")
         out[episode.key] = episode
     return out
+
+
+def _check_rates_within_one(counts: Mapping[str, int], at: str) -> None:
+    """A rate's numerator counts a part of its denominator (matches among those produced,
+    quotes among items emitted): more than all of it is a report that contradicts itself, and
+    would compare as a rate above 1. Checked where the episode carries both sides."""
+    for rate, (num_side, den_side) in RATES.items():
+        nums, dens = _names(num_side), _names(den_side)
+        if _EPISODES in dens or not all(n in counts for n in (*nums, *dens)):
+            continue
+        num, den = sum(counts[n] for n in nums), sum(counts[n] for n in dens)
+        if num > den:
+            raise RunReportError(
+                f"{at}.counts: {num_side} ({num}) exceeds {den_side} ({den}), a {rate} "
+                "above 1: the counts contradict each other"
+            )
 
 
 def _key_dict(key: Key) -> dict[str, str]:

@@ -248,6 +248,16 @@ def test_row_selection() -> None:
         (lambda r: r["rows"]["model-x"]["episodes"][0].pop("case"), r"episodes\[0\].case"),
         (lambda r: r["rows"]["model-x"]["episodes"][1]["counts"].update(edges_tp=-1), "edges_tp"),
         (lambda r: r["rows"]["model-x"]["episodes"][1]["counts"].update(edges_tp=1.5), "integer"),
+        # had crashed in numpy with an OverflowError traceback
+        (
+            lambda r: r["rows"]["model-x"]["episodes"][1]["counts"].update(edges_tp=10**30),
+            "edges_tp is 1000000000000000000000000000000: too large to be a count",
+        ),
+        # had compared as an edge recall of 33.667
+        (
+            lambda r: r["rows"]["model-x"]["episodes"][0]["counts"].update(edges_tp=99),
+            r"episodes\[0\].counts: edges_tp \(99\) exceeds edges_produced \(2\)",
+        ),
         (
             lambda r: r["rows"]["model-x"]["episodes"].append(
                 copy.deepcopy(r["rows"]["model-x"]["episodes"][0])
