@@ -205,6 +205,16 @@ def _first_problem(
     return loc, message
 
 
+def line_problem(error: ErrorDetails, raw: bytes) -> str:
+    """The first pydantic error of a JSONL line as a message: the field it is about, or, for
+    a line that is not JSON, why (a byte-order mark reads as "expected value at column 1")."""
+    if error["type"] != "json_invalid":
+        return f"{field_path(tuple(error['loc']))}: {error['msg']}"
+    if raw.startswith(b"\xef\xbb\xbf"):
+        return "Unexpected UTF-8 BOM: save the file as UTF-8 without a byte-order mark"
+    return error["msg"]
+
+
 def jsonl_lines(path: Path, data: bytes) -> Iterator[tuple[int, str]]:
     """(1-based line number, text) of each non-blank line of a JSONL file's bytes; a line that
     is not UTF-8 raises InputFileError naming the line and the byte."""

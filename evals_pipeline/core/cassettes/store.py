@@ -33,7 +33,7 @@ from ..errors import (
     CassetteNotAFile,
     CassetteWriteError,
 )
-from ..files import field_path, file_in_the_way
+from ..files import file_in_the_way, line_problem
 from ..gc_tuning import gc_paused
 from ..memo import on_forget
 from .format import CassetteRecord, ReplayRecord, ServedRecord
@@ -301,10 +301,8 @@ def _parse_line(model: type[R], raw: bytes, path: Path, number: int) -> R:
         return model.model_validate_json(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
-        problem = first["msg"]
-        if first["type"] != "json_invalid":
-            problem = f"{field_path(tuple(first['loc']))}: {problem}"
-        elif not raw.endswith(b"\n"):
+        problem = line_problem(first, raw)
+        if first["type"] == "json_invalid" and not raw.endswith(b"\n"):
             aside = path.with_name(path.name + ".torn")
             problem = (
                 f"torn last line (no newline, not valid JSON: a write cut off by a full disk or "

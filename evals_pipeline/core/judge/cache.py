@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ..cassettes.format import rfc3339_now
 from ..cassettes.store import JsonlAppender
 from ..errors import EvalsError, InputFileError
+from ..files import line_problem
 from ..parsing import parse_structured
 
 V = TypeVar("V", bound=BaseModel)
@@ -79,7 +80,7 @@ class JudgeCache:
                     first = exc.errors()[0]
                     if first["type"] == "json_invalid" and "EOF while parsing" in first["msg"]:
                         continue  # a torn append: see above
-                    raise JudgeCacheCorrupt(self.path, number, first["msg"]) from None
+                    raise JudgeCacheCorrupt(self.path, number, line_problem(first, line)) from None
                 self._entries[entry.key] = entry
 
     def get(self, key: str) -> str | None:

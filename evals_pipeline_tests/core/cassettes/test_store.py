@@ -57,6 +57,14 @@ def test_corrupt_line_names_file_and_line(tmp_path: Path) -> None:
     assert f"{path}:3" in str(err.value)
 
 
+def test_a_byte_order_mark_is_named_as_one(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"  # had said "expected value at line 1 column 1"
+    write(path, record("a" * 64))
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    with pytest.raises(CassetteCorrupt, match="c.jsonl:1: Unexpected UTF-8 BOM: save the file"):
+        load_cassette(path)
+
+
 def test_record_missing_a_field_is_corrupt_naming_the_field(tmp_path: Path) -> None:
     path = tmp_path / "c.jsonl"
     data = record("a" * 64).model_dump(mode="json")

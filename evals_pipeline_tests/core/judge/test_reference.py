@@ -102,6 +102,9 @@ def test_cache_families_never_collide_and_corruption_names_the_line(tmp_path: Pa
     with pytest.raises(JudgeCacheCorrupt) as err:
         JudgeCache(tmp_path / "j.jsonl")
     assert err.value.line == 2 and "j.jsonl:2" in str(err.value)
+    (tmp_path / "k.jsonl").write_text('{"a": 1}\n')  # had said only "Field required"
+    with pytest.raises(JudgeCacheCorrupt, match=r"k.jsonl:1: key: Field required"):
+        JudgeCache(tmp_path / "k.jsonl")
 
 
 def test_a_judge_cache_that_is_a_folder_is_named(tmp_path: Path) -> None:
