@@ -61,7 +61,7 @@ def test_a_byte_order_mark_is_named_as_one(tmp_path: Path) -> None:
     path = tmp_path / "c.jsonl"  # had said "expected value at line 1 column 1"
     write(path, record("a" * 64))
     path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
-    with pytest.raises(CassetteCorrupt, match="c.jsonl:1: Unexpected UTF-8 BOM: save the file"):
+    with pytest.raises(CassetteCorrupt, match=r"c\.jsonl:1: Unexpected UTF-8 BOM: save the file"):
         load_cassette(path)
 
 
