@@ -118,6 +118,8 @@ def _problem(error: Any) -> str:
     if kind == "missing":
         return "missing field"
     if kind == "extra_forbidden":
+        if error["loc"][:1] == ("expected_claims",):  # within a claim
+            return f"unknown field (a claim has exactly: {', '.join(GoldenClaim.model_fields)})"
         return f"unknown field (an example has exactly: {', '.join(EXAMPLE_FIELDS)})"
     if kind == "literal_error" and error["loc"][:1] == ("review_status",):
         return f"review_status must be one of {', '.join(REVIEW_STATUSES)}, got {error['input']!r}"
@@ -168,7 +170,11 @@ def example_files(directory: Path, baseline: Path | None = None) -> list[Path]:
     skip = {(directory / BASELINE_FILE).resolve()}
     if baseline is not None:
         skip.add(baseline.resolve())
-    return sorted(p for p in directory.glob("*.json") if p.is_file() and p.resolve() not in skip)
+    found = sorted(p for p in directory.glob("*.json") if p.resolve() not in skip)
+    for path in found:  # nothing is skipped quietly: a folder named like an example is an error
+        if not path.is_file():
+            raise InputFileError(path, "is a folder, not a golden example file")
+    return found
 
 
 def load_golden_set(directory: Path | str, baseline: Path | None = None) -> GoldenSet:

@@ -62,6 +62,12 @@ def test_one_bad_file_fails_the_whole_set(tmp_path: Path) -> None:
         ({"task": "sentiment"}, "task", "task must be"),
         ({"reviewer": "me"}, "reviewer", "unknown field"),
         ({"id": "has space"}, "id", "must be letters"),
+        # had listed an example's fields
+        (
+            {"expected_claims": [{"claim": "c", "evidence_span": "s", "extra": 1}]},
+            "expected_claims[0].extra",
+            r"unknown field \(a claim has exactly: claim, evidence_span\)",
+        ),
     ],
 )
 def test_bad_fields_fail_naming_the_field(
@@ -89,6 +95,14 @@ def test_duplicate_ids_and_empty_folders_fail(tmp_path: Path) -> None:
     (tmp_path / "copy.json").write_text((tmp_path / "same.json").read_text())
     with pytest.raises(InputFileError, match="duplicate id 'same'"):
         load_golden_set(tmp_path)
+
+
+def test_a_folder_named_like_an_example_is_an_error_not_skipped(tmp_path: Path) -> None:
+    make_golden(tmp_path)
+    (tmp_path / "claims-004.json").mkdir()  # had been left out without a word
+    with pytest.raises(InputFileError, match="is a folder, not a golden example file") as caught:
+        load_golden_set(tmp_path)
+    assert caught.value.path == tmp_path / "claims-004.json"
 
 
 def test_the_baseline_and_recordings_are_not_read_as_examples(tmp_path: Path) -> None:
