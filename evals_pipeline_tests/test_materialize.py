@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -86,9 +87,21 @@ def test_live_backend_records_and_second_run_sends_nothing(tmp_path: Path) -> No
             assert len(server.requests) == 2 * 4 * 2  # two calls per chunk per mode
             # An extract call is one a chunk; the summary counts the requests it sent too.
             assert (first.extraction_calls, first.llm_requests) == (4 * 2, len(server.requests))
+            planned = _run_plan_metadata(instance, "strict")["planned_llm_requests"].value
+            assert planned == 2 * 4  # LLM requests, as the dry run says, not extraction calls
             again = materialize_all(config, instance, defs, quiet=True)
             assert again.success and (again.extraction_calls, again.llm_requests) == (0, 0)
+            assert _run_plan_metadata(instance, "strict")["planned_llm_requests"].value == 0
         assert len(server.requests) == 2 * 4 * 2  # nothing more reached the server
+
+
+def _run_plan_metadata(instance: DagsterInstance, mode: str) -> dict[str, Any]:
+    """The metadata of run_plan[mode]'s latest materialisation (newest first)."""
+    for record in instance.fetch_materializations(AssetKey("run_plan"), limit=20).records:
+        materialization = record.asset_materialization
+        if materialization is not None and materialization.partition == mode:
+            return dict(materialization.metadata)
+    raise AssertionError(f"no run_plan[{mode}] materialization")
 
 
 def test_record_cassette_then_replay_it_as_a_backend(tmp_path: Path) -> None:

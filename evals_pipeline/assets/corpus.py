@@ -97,7 +97,7 @@ def build_corpus_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             metadata={
                 "plan": MetadataValue.md(f"```\n{plan.render()}\n```"),
                 "guards": len(plan.guards),
-                "planned_extraction_calls": sum(
+                "planned_llm_requests": sum(
                     b.planned_calls.get(mode, 0) for b in plan.backends.values()
                 ),
             },
