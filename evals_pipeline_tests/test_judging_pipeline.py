@@ -318,3 +318,40 @@ def test_the_reference_partition_of_judge_verdicts_never_reads_the_judge_cache(
             True,
         )
     assert any("corrupt judge cache" in line for line in outcome.failed_steps), outcome
+
+
+def test_verdicts_stored_while_judging_was_off_are_not_reported_as_judged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partial re-materialisation (the report with a key, its judging assets from a run
+    without one) had reported "judge: ran" over empty verdict tables, as if nothing matched."""
+    from evals_pipeline.materialize import MaterializeResult, _run
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    config = make_config(
+        tmp_path,
+        BACKENDS,
+        modes=("strict",),
+        judge={"mode": "both", "cache": tmp_path / "judge_cache.jsonl"},
+    )
+    defs = build_definitions(config)
+    responder = scripted_judge.judge_responder(scripted_judge.order_consistent)
+    with (
+        DagsterInstance.ephemeral() as instance,
+        LoopbackLLMServer("anthropic", responder=responder) as server,
+    ):
+        assert materialize_all(config, instance, defs, quiet=True).success
+        monkeypatch.setenv("ANTHROPIC_API_KEY", TEST_API_KEY)
+        monkeypatch.setenv("EVALS_ANTHROPIC_BASE_URL", server.base_url)
+        outcome = MaterializeResult()
+        keyed = build_definitions(config)
+        assert _run(keyed, instance, ["run_plan", "report"], "strict", outcome, True), outcome
+        assert server.requests == []  # the report itself judges nothing
+    built = report(tmp_path)
+    notes = "\n".join(built["notes"])
+    assert "judge_verdicts[rules|strict, sloppy|strict] was materialised when judging was " in (
+        notes
+    )
+    assert "'skipped: ANTHROPIC_API_KEY is not set'" in notes
+    assert "pairwise_tallies[strict] was materialised when judging was" in notes
+    assert all(row["judged"] is None for row in built["backends"].values())  # not 0s

@@ -37,7 +37,7 @@ from ..partitions import (
     split_key,
 )
 from ..resources import EvalsResource
-from .reports import fan_in
+from .reports import JUDGE_STATUS, fan_in
 from .spend import spend_before_failure
 
 VERDICT_COLUMNS = ["chunk", "axis", "tp", "fp", "fn", "error", "model"]
@@ -129,6 +129,7 @@ def build_judging_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             client = evals.judge_client()
             status = "skipped: ANTHROPIC_API_KEY is not set"
         if client is None:
+            empty.attrs[JUDGE_STATUS] = status  # stored with the table: the report reads it
             yield Output(empty, metadata={"status": status})
             yield _judge_errors_check("judge_verdicts", 0)
             return
@@ -150,6 +151,7 @@ def build_judging_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         table = pd.DataFrame(
             [{**v.__dict__, "model": client.model} for v in verdicts], columns=VERDICT_COLUMNS
         )
+        table.attrs[JUDGE_STATUS] = "ran"
         scores = judged_scores(verdicts)
         errors = sum(int(s["judge_errors"] or 0) for s in scores.values())
         metadata: dict[str, Any] = {

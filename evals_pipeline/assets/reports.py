@@ -5,7 +5,7 @@ folder and attached to the materialisation (Markdown as `MetadataValue.md`, head
 floats so the UI plots them across materialisations).
 """
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -56,6 +56,17 @@ def _by_backend(values: Mapping[str, Any]) -> dict[str, Any]:
 
 # The judge model of verdicts stored before they recorded one.
 UNRECORDED_MODEL = "an unrecorded model"
+# A verdict table's `attrs` key (kept in its Parquet file): "ran", or why it holds no verdicts.
+JUDGE_STATUS = "judge_status"
+
+
+def not_judged_note(asset: str, partitions: Sequence[str], status: str) -> str:
+    """Upstream judging stored while judging was off: its emptiness is no verdict."""
+    return (
+        f"{asset}[{', '.join(partitions)}] was materialised when judging was {status!r}: "
+        f"{'they hold' if len(partitions) > 1 else 'it holds'} no verdicts, and this report "
+        f"shows none for {'them' if len(partitions) > 1 else 'it'}; re-materialise {asset}"
+    )
 
 
 def _judge_models(verdicts: pd.DataFrame) -> set[str]:
@@ -159,6 +170,7 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         judge = {k: v for k, v in run_plan["judge"].items() if k != "planned_calls"}
         judged: dict[str, Any] | None = None
         verdict_models: set[str] = set()
+        notes = list(run_plan["notes"])  # run_plan[mode] plans this mode only
         if judge["status"] != "skipped" and judge["mode"] in ("reference", "both"):
             judge["status"] = "ran"
             tables = {
@@ -168,9 +180,18 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                 ).items()
                 if name != evals.config.reference
             }
+            unjudged = {  # stored while judging was off (a partial re-materialisation)
+                name: str(table.attrs.get(JUDGE_STATUS))
+                for name, table in tables.items()
+                if table.attrs.get(JUDGE_STATUS, "ran") != "ran"
+            }
+            for status in sorted(set(unjudged.values())):
+                names = [f"{n}|{mode}" for n, s in sorted(unjudged.items()) if s == status]
+                notes.append(not_judged_note("judge_verdicts", names, status))
             judged = {
                 name: judged_scores(verdicts_from_rows(table.to_dict(orient="records")))
                 for name, table in tables.items()
+                if name not in unjudged
             }
             verdict_models |= {m for t in tables.values() for m in _judge_models(t)}
         elif judge["status"] != "skipped":
@@ -178,7 +199,9 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         pairwise = pairwise_tallies if judge["mode"] in ("pairwise", "both") else None
         if pairwise is not None and pairwise.get("status") == "ran":
             verdict_models.add(str(pairwise.get("model", UNRECORDED_MODEL)))
-        notes = list(run_plan["notes"])  # run_plan[mode] plans this mode only
+        elif pairwise is not None and judge["status"] == "ran":
+            said = pairwise.get("reason") or pairwise.get("status")
+            notes.append(not_judged_note("pairwise_tallies", [mode], str(said)))
         if others := sorted(verdict_models - {judge.get("model")}):
             judge["verdict_models"] = sorted(verdict_models)
             notes.append(stale_judge_note(others, str(judge.get("model"))))
