@@ -321,6 +321,28 @@ def test_byte_identical_fresh_recordings_fail_after_capture_before_the_report(
     assert any("fresh_recordings_distinct" in line for line in outcome.failed_checks)
 
 
+def test_two_backends_with_the_same_graphs_everywhere_are_a_warning_not_an_abort(
+    tmp_path: Path,
+) -> None:
+    """One deterministic model recorded under two names: the recordings differ (each record has
+    its time), so fresh_recordings_distinct passes; the graphs do not, and that is said."""
+    with LoopbackLLMServer("openai", responder=openai_responder) as server:
+        spec = f"oai-http:url={server.base_url},model=rules"
+        config = make_config(
+            tmp_path,
+            {"oracle": "oracle", "a": spec, "b": spec},
+            modes=("strict",),
+            record_cassette={"a": tmp_path / "a.jsonl", "b": tmp_path / "b.jsonl"},
+        )
+        with DagsterInstance.ephemeral() as instance:
+            outcome = materialize_all(config, instance, quiet=True)
+    assert outcome.success, outcome.failed_checks + outcome.failed_steps
+    assert (tmp_path / "a.jsonl").read_bytes() != (tmp_path / "b.jsonl").read_bytes()
+    [warning] = [w for w in outcome.warnings if "distinct_outputs" in w]
+    assert "a and b extracted the same graphs on all 4 chunks they extracted" in warning
+    assert "oracle and" not in warning  # the deterministic backend is not the oracle
+
+
 def test_cassette_coverage_shortfall_is_a_note_and_an_error_rate(tmp_path: Path) -> None:
     partial = tmp_path / "partial.jsonl"
     strict_lines = [

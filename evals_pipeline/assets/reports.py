@@ -6,6 +6,7 @@ floats so the UI plots them across materialisations).
 """
 
 from collections.abc import Iterator, Mapping, Sequence
+from itertools import combinations
 from typing import Any
 
 import pandas as pd
@@ -30,10 +31,12 @@ from ..core.reports.markdown import render_mode_matrix, render_mode_report
 from ..core.reports.plot import CHART_FILE, plot_f1_by_mode
 from ..core.reports.report import float_metrics, mode_matrix
 from ..core.scoring.strict import AXES, score_keys, table_keys
+from ..core.tables import same_graphs
 from ..partitions import BY_MODE, mode_partitions, split_key
 from ..resources import EvalsResource
 
 FRESH_GUARD = "fresh_recordings_distinct"
+DISTINCT_OUTPUTS = "distinct_outputs"
 
 
 def fan_in(context: AssetExecutionContext, input_name: str, value: Any) -> dict[str, Any]:
@@ -105,7 +108,18 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                     "Backends recorded afresh in this run did not produce byte-identical "
                     "cassettes (two names for one backend would compare it with itself)."
                 ),
-            )
+            ),
+            AssetCheckSpec(
+                DISTINCT_OUTPUTS,
+                asset="reference_comparison",
+                description=(
+                    "No two backends extracted exactly the same graphs on every chunk (WARN, "
+                    "not blocking): that is one backend under two names, or a deterministic "
+                    "model sampled twice, and comparing them shows only ties. Recordings are "
+                    "never byte-identical (each record has its time), so fresh_recordings_"
+                    "distinct cannot see it."
+                ),
+            ),
         ],
     )
     def reference_comparison(
@@ -134,6 +148,22 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                 for axis in AXES
                 if scores[axis]["f1"] is not None
             },
+        )
+        same = [
+            f"{a} and {b} extracted the same graphs on all {n} chunks they extracted"
+            for (a, table_a), (b, table_b) in combinations(sorted(tables.items()), 2)
+            if (n := same_graphs(table_a, table_b)) is not None
+        ]
+        yield AssetCheckResult(
+            check_name=DISTINCT_OUTPUTS,
+            passed=not same,
+            severity=AssetCheckSeverity.WARN,
+            description=(
+                "; ".join(same) + ": one backend under two names, or a deterministic model "
+                "sampled twice (their comparison shows only ties)"
+            )
+            if same
+            else "ok",
         )
         # The half of the identity guard that can only run after capture, before any report.
         guards = fresh_recording_guards(evals.config.record_cassette)

@@ -185,6 +185,20 @@ def table_graph_json(table: pd.DataFrame) -> Iterator[tuple[str, Graph | None]]:
         yield str(chunk), None if cells is None else (from_json(cells[0]), from_json(cells[1]))
 
 
+def same_graphs(a: pd.DataFrame, b: pd.DataFrame) -> int | None:
+    """The number of chunks two extraction tables extracted, where they hold exactly the same
+    graphs for the same chunks (and fail the same others); else None, and None where neither
+    extracted anything. Compared as the JSON cells, which one serialiser writes alike."""
+
+    def cells(table: pd.DataFrame) -> dict[str, tuple[str, str] | None]:
+        columns = (table["chunk"].tolist(), table["entities"].tolist(), table["edges"].tolist())
+        return {str(c): _graph_cells(e, d) for c, e, d in zip(*columns, strict=True)}
+
+    first, second = cells(a), cells(b)
+    extracted = sum(1 for graph in first.values() if graph is not None)
+    return extracted if first == second and extracted else None
+
+
 def _graph_cells(entities: object, edges: object) -> tuple[str, str] | None:
     """A row's entities and edges JSON, or None where its extraction failed (a missing cell is
     None, or NaN once Parquet and pandas have had it). A row with one of the two is corrupt."""

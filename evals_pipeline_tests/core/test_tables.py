@@ -274,3 +274,16 @@ def test_a_table_missing_a_run_is_refused() -> None:
     for index in (1, 2, -1):  # filled already, past the end, from the end
         with pytest.raises(IndexError, match="out of range or already filled"):
             rows.put(index, _ok("c1", ODD))
+
+
+def test_same_graphs_counts_chunks_only_where_every_chunk_agrees(tmp_path: Path) -> None:
+    from evals_pipeline.core.tables import same_graphs
+
+    one = runs_to_table([_ok("c1", ODD), _failed("c2")])
+    path = tmp_path / "t.parquet"
+    one.to_parquet(path)
+    assert same_graphs(one, pd.read_parquet(path)) == 1  # a failed cell read back as NaN too
+    assert same_graphs(one, runs_to_table([_ok("c1", ODD), _ok("c2", ODD)])) is None
+    assert same_graphs(one, runs_to_table([_ok("c1", ExtractionResult()), _failed("c2")])) is None
+    nothing = runs_to_table([_failed("c1")])
+    assert same_graphs(nothing, nothing) is None  # nothing extracted: nothing to say
