@@ -175,7 +175,6 @@ def _config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> EvalsC
     }
     if overrides:
         config = config.model_copy(update=overrides)
-    config.check_inputs(f"{source} (with the flags given)" if overrides else source)
     if args.ontology_mode and config.ontology is None:
         parser.error("--ontology-mode needs an ontology (--ontology, or ontology: in the config)")
     if args.ontology_mode:
@@ -186,7 +185,8 @@ def _config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> EvalsC
     if args.judge_cache is not None:  # a flag path is relative to the working directory
         judge = config.judge.model_copy(update={"cache": args.judge_cache.resolve()})
         config = config.model_copy(update={"judge": judge})
-    return config
+    flagged = overrides or args.judge_cache is not None
+    return config.check_inputs(f"{source} (with the flags given)" if flagged else source)
 
 
 def dry_run(config: EvalsConfig) -> str:

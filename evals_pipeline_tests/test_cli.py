@@ -77,7 +77,8 @@ def test_dry_run_exits_0_with_a_guard_and_writes_nothing(
     assert sorted(tmp_path.rglob("*")) == before
     out = capsys.readouterr().out
     assert "[distinct_cassettes]" in out and "[no_record_on_replay]" in out
-    assert "[recording_targets] backend b records into" not in out  # b replays RULES, records rec
+    # No false positive: b records into its own file (rec.jsonl), which no backend replays.
+    assert "[recording_targets]" not in out
     assert "ontology modes: strict" in out  # an ontology and no mode: strict
 
 
@@ -242,6 +243,11 @@ def test_a_path_under_a_file_is_an_error_before_the_run_not_a_traceback_after(
     record = [*base, "--backend", "n=oracle", "--record-cassette", f"n={afile / 'n.jsonl'}"]
     assert main(record) == 2
     assert "command line [record_cassette.n]: " in capsys.readouterr().err
+    project = tmp_path / "evals.yaml"  # a flag over a project file is checked too
+    project.write_text(f"backends: {{a: oracle}}\nreference: a\ncorpus: {CORPUS}\n")
+    flagged = ["--config", str(project), "--judge-cache", str(afile / "j.jsonl"), "--dry-run"]
+    assert main(flagged) == 2
+    assert f"{project} (with the flags given) [judge.cache]: " in capsys.readouterr().err
     args = [*base, "--backend", f"r=cassette:path={afile / 'x.jsonl'}", "--dry-run"]
     assert main(args) == 0  # a cassette that cannot load is a guard, as a missing one is
     out = capsys.readouterr().out

@@ -107,8 +107,9 @@ _F1_GROUPS: tuple[tuple[str, str, str], ...] = (
 )
 _F1_LABELS = {"entities_tp": "entity", "edges_tp": "edge"}
 TOP_CHANGES = 5
-# Counts are summed as 64-bit integers: a count past 2**53 is no count a run made.
-MAX_COUNT = 2**53
+# Counts are summed over episodes as 64-bit integers: a count past 2**31 - 1 is no count one
+# episode made, and below it 2**32 episodes sum without overflowing.
+MAX_COUNT = 2**31 - 1
 CONFIDENCE = 0.95
 
 Key = tuple[str, str]

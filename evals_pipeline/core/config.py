@@ -283,6 +283,17 @@ def _check_backends(
             raise InputFileError(
                 source, f"no {what} named {name!r}", field=f"{prefix}record_cassette.{name}"
             )
+    if prefix:  # the bench's: the prose run's plan has a guard for this (recording_targets)
+        first: dict[str, str] = {}
+        for name, path in record_cassette.items():
+            where = os.path.normpath(path)
+            if (other := first.setdefault(where, name)) != name:
+                raise InputFileError(
+                    source,
+                    f"{path}: {other} records into it too, and each would be served the "
+                    "other's answers; give each its own file",
+                    field=f"{prefix}record_cassette.{name}",
+                )
 
 
 def load_config(path: Path | str) -> EvalsConfig:

@@ -167,32 +167,46 @@ def validate_file_model(
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        loc, message = _first_problem(exc.errors(), problem)
+        loc, message = _first_problem(exc.errors(), data, problem)
         raise error(path, message, line=line, field=field_path((*within, *loc))) from None
 
 
 _SHOULD_BE = "Input should be "
+_NOWHERE = object()
+
+
+def _value_at(data: Any, loc: tuple[int | str, ...]) -> Any:
+    """The validated data at `loc`, or _NOWHERE where the path does not lead into it."""
+    for part in loc:
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            return _NOWHERE
+    return data
 
 
 def _first_problem(
-    errors: list[ErrorDetails], problem: Callable[[ErrorDetails], str] | None
+    errors: list[ErrorDetails], data: Any, problem: Callable[[ErrorDetails], str] | None
 ) -> tuple[tuple[int | str, ...], str]:
     """The first error's field and message. A value a union refused is reported once per
-    member, each at the field plus the member's name (`scope.constrained-int`), all with the
-    same input: those are one problem, at the field, saying every form the value could take
-    ("a valid integer or 'all'")."""
+    member, each at the field plus the member's name (`scope.constrained-int`): those are one
+    problem, at the field, saying every form the value could take ("a valid integer or
+    'all'"). A member's name is told from a field's by the data: the value at the field is
+    not an object holding that name."""
     first = errors[0]
     loc = tuple(first["loc"])
     message = problem(first) if problem is not None else first["msg"]
+    at = _value_at(data, loc[:-1])
     members = [
         e
         for e in errors
-        if tuple(e["loc"])[:-1] == loc[:-1]
-        and len(e["loc"]) == len(loc)
-        and e.get("input") is first.get("input")
+        if len(e["loc"]) == len(loc)
+        and tuple(e["loc"])[:-1] == loc[:-1]
+        and isinstance(e["loc"][-1], str)
         and e["type"] not in ("missing", "extra_forbidden")
+        and not (isinstance(at, dict) and e["loc"][-1] in at)
     ]
-    if len(loc) > 1 and isinstance(loc[-1], str) and len({e["loc"][-1] for e in members}) > 1:
+    if at is not _NOWHERE and first in members and len({e["loc"][-1] for e in members}) > 1:
         loc = loc[:-1]
         if problem is None:
             said = list(dict.fromkeys(e["msg"] for e in members))

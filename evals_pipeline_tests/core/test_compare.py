@@ -253,6 +253,10 @@ def test_row_selection() -> None:
             lambda r: r["rows"]["model-x"]["episodes"][1]["counts"].update(edges_tp=10**30),
             "edges_tp is 1000000000000000000000000000000: too large to be a count",
         ),
+        (  # 1,024 such episodes had summed past int64 into a negative count
+            lambda r: r["rows"]["model-x"]["episodes"][1]["counts"].update(tokens=2**53),
+            "tokens is 9007199254740992: too large to be a count",
+        ),
         # had compared as an edge recall of 33.667
         (
             lambda r: r["rows"]["model-x"]["episodes"][0]["counts"].update(edges_tp=99),

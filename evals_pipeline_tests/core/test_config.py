@@ -87,6 +87,16 @@ def test_asset_storage_resolves_against_the_file_unless_it_is_a_url(tmp_path: Pa
         ("backends: {a: oracle}\nreference: a\nscope: ALL\n", "scope",
          "Input should be a valid integer or 'all'"),
         ("backends: {a: oracle}\nreference: a\nscope: 2.0\n", "scope", "valid integer or 'all'"),
+        # Sibling fields with the same bad value are two problems, not one union's: the first
+        # is named (a union's members are told from fields by the data).
+        ("backends: {a: oracle}\nreference: a\nbench: {split: true, ontology_mode: true}\n",
+         "bench.split", "'all', 'dev' or 'test'"),
+        ("backends: {a: oracle}\nreference: a\njudge: {model: null, cache: null}\n",
+         "judge.model", "valid string"),
+        ("backends: {a: null, b: null}\nreference: a\n", "backends.a", "valid string"),
+        ("backends: {a: oracle, b: oracle}\nreference: a\n"
+         "bench: {record_cassette: {a: r.jsonl, b: ./r.jsonl}}\n", "bench.record_cassette.b",
+         "a records into it too"),
     ],
 )  # fmt: skip
 def test_bad_config_names_the_field(tmp_path: Path, text: str, field: str, problem: str) -> None:

@@ -172,8 +172,10 @@ def example_files(directory: Path, baseline: Path | None = None) -> list[Path]:
         skip.add(baseline.resolve())
     found = sorted(p for p in directory.glob("*.json") if p.resolve() not in skip)
     for path in found:  # nothing is skipped quietly: a folder named like an example is an error
-        if not path.is_file():
+        if path.is_dir():
             raise InputFileError(path, "is a folder, not a golden example file")
+        if not path.is_file():
+            raise InputFileError(path, "is not a file (a link to nothing?)")
     return found
 
 
