@@ -103,6 +103,10 @@ def test_a_folder_named_like_an_example_is_an_error_not_skipped(tmp_path: Path) 
     with pytest.raises(InputFileError, match="is a folder, not a golden example file") as caught:
         load_golden_set(tmp_path)
     assert caught.value.path == tmp_path / "claims-004.json"
+    (tmp_path / "claims-004.json").rmdir()
+    (tmp_path / "claims-004.json").symlink_to(tmp_path / "gone.json")
+    with pytest.raises(InputFileError, match="is not a file"):
+        load_golden_set(tmp_path)
 
 
 def test_the_baseline_and_recordings_are_not_read_as_examples(tmp_path: Path) -> None:
