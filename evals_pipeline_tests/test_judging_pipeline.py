@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance, materialize
 
+from evals_pipeline.core.config import EvalsConfig
 from evals_pipeline.graph import build_definitions
 from evals_pipeline.materialize import materialize_all
 from evals_pipeline.resources import EvalsResource
@@ -32,17 +33,22 @@ def judge_server(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-de
         yield server
 
 
-def report(tmp_path: Path, mode: str = "strict") -> dict:  # type: ignore[type-arg]
-    return json.loads((tmp_path / "reports" / mode / "report.json").read_text())
-
-
-def test_both_modes_then_a_rerun_makes_zero_judge_calls(tmp_path: Path, judge_server) -> None:  # type: ignore[no-untyped-def]
-    config = make_config(
+def both_modes_config(tmp_path: Path) -> EvalsConfig:
+    """The shipped backends in strict mode, judged in both modes, with a cache of the test's."""
+    return make_config(
         tmp_path,
         BACKENDS,
         modes=("strict",),
         judge={"mode": "both", "cache": tmp_path / "judge_cache.jsonl"},
     )
+
+
+def report(tmp_path: Path, mode: str = "strict") -> dict:  # type: ignore[type-arg]
+    return json.loads((tmp_path / "reports" / mode / "report.json").read_text())
+
+
+def test_both_modes_then_a_rerun_makes_zero_judge_calls(tmp_path: Path, judge_server) -> None:  # type: ignore[no-untyped-def]
+    config = both_modes_config(tmp_path)
     defs = build_definitions(config)
     with DagsterInstance.ephemeral() as instance:
         first = materialize_all(config, instance, defs, quiet=True)
@@ -202,12 +208,7 @@ def test_a_judging_step_reads_only_its_backend_and_the_reference(
     from evals_pipeline.materialize import MaterializeResult, _run
     from evals_pipeline.partitions import extraction_key
 
-    config = make_config(
-        tmp_path,
-        BACKENDS,
-        modes=("strict",),
-        judge={"mode": "both", "cache": tmp_path / "judge_cache.jsonl"},
-    )
+    config = both_modes_config(tmp_path)
     defs = build_definitions(config)
     with DagsterInstance.ephemeral() as instance:
         assert materialize_all(config, instance, defs, quiet=True).success
@@ -328,12 +329,7 @@ def test_verdicts_stored_while_judging_was_off_are_not_reported_as_judged(
     from evals_pipeline.materialize import MaterializeResult, _run
 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    config = make_config(
-        tmp_path,
-        BACKENDS,
-        modes=("strict",),
-        judge={"mode": "both", "cache": tmp_path / "judge_cache.jsonl"},
-    )
+    config = both_modes_config(tmp_path)
     defs = build_definitions(config)
     responder = scripted_judge.judge_responder(scripted_judge.order_consistent)
     with (
