@@ -651,16 +651,16 @@ def pipeline_config(paths: dict[str, Path], corpus: Path, folder: Path) -> Any:
         "cache_dir": str(folder / "cache"),
         "judge": {"cache": str(folder / "judge_cache.jsonl")},
     }
-    data.update(_no_golden_set(folder))
+    data.update(_no_claims_gate())
     return EvalsConfig(**data).check("bench")
 
 
-def _no_golden_set(folder: Path) -> dict[str, str]:
-    """Point the claim golden set (where the config has one) at a folder that does not exist."""
+def _no_claims_gate() -> dict[str, bool]:
+    """Run without the claim gate (where the config has one): the benchmark times the graph."""
     from evals_pipeline.core.config import EvalsConfig
 
-    if "golden_dir" in EvalsConfig.model_fields:
-        return {"golden_dir": str(folder / "no-golden-set")}
+    if "claims_gate" in EvalsConfig.model_fields:
+        return {"claims_gate": False}
     return {}
 
 
@@ -1271,7 +1271,7 @@ def shipped_config_data(work: Path, tag: str) -> dict[str, Any]:
         "cache_dir": str(work / tag / "cache"),
         "judge": {"cache": str(work / tag / "judge_cache.jsonl")},
         # The claim golden set is not part of this comparison (core_direct does not run it).
-        **_no_golden_set(work / tag),
+        **_no_claims_gate(),
     }
 
 

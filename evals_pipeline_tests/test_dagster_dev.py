@@ -112,7 +112,7 @@ def _write_project(tmp_path: Path, extra: str = "", instance: str = "") -> tuple
         f"cache_dir: {tmp_path / 'cache'}\n"
         "judge:\n"
         f"  cache: {tmp_path / 'judge_cache.jsonl'}\n"
-        f"golden_dir: {tmp_path / 'no-golden-set'}\n" + extra
+        "claims_gate: false\n" + extra
     )
     home = tmp_path / "home"
     home.mkdir()

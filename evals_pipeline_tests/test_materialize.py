@@ -528,3 +528,14 @@ def test_the_summary_says_when_calls_were_stopped_mid_flight(
     assert "3 bench calls (0 LLM requests; 1 stopped mid-call" in capsys.readouterr().err
     print_summary(MaterializeResult())
     assert "stopped" not in capsys.readouterr().err
+
+
+def test_claims_gate_false_runs_no_claim_asset_and_warns_of_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = make_config(tmp_path, {"oracle": "oracle"}, modes=("freeform",), claims_gate=False)
+    with DagsterInstance.ephemeral() as instance:
+        assert materialize_all(config, instance, quiet=True).success
+        assert not _materialized(instance, "golden_set")
+        assert _materialized(instance, "report")
+    assert "golden" not in capsys.readouterr().err

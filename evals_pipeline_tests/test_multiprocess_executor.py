@@ -70,7 +70,7 @@ def _write_project(folder: Path, max_concurrent: int) -> Path:
         "output_dir": str(folder / "reports"),
         "cache_dir": str(folder / "cache"),
         "judge": {"cache": str(folder / "judge_cache.jsonl")},
-        "golden_dir": str(folder / "no-golden-set"),
+        "claims_gate": False,
         "executor": "multiprocess",
         "max_concurrent": max_concurrent,
     }

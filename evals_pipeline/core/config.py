@@ -90,6 +90,9 @@ class EvalsConfig(BaseModel):
     # The claim-extraction golden set and its gate baseline (None: `<golden_dir>/baseline.json`).
     golden_dir: Path = Path("corpus/golden")
     claims_baseline: Path | None = None
+    # false: run without the claim gate. A golden_dir the file names must then exist (a typo had
+    # switched the gate off with a warning, and CI passed); only the default may be absent.
+    claims_gate: bool = True
     max_tokens_entities: int = Field(default=DEFAULT_MAX_TOKENS_ENTITIES, ge=1, strict=True)
     max_tokens_edges: int = Field(default=DEFAULT_MAX_TOKENS_EDGES, ge=1, strict=True)
     prices: Path | None = None
@@ -174,8 +177,9 @@ class EvalsConfig(BaseModel):
     def check_inputs(self, source: Path | str) -> EvalsConfig:
         """The input files a run reads first are there: a typo in `corpus`, `ontology` or a
         gold corpus path is one error naming the field, not a failed step's traceback.
-        (Cassettes are checked by the plan's guards; a missing golden folder only switches the
-        claim gate off, with a warning.)"""
+        (Cassettes are checked by the plan's guards; a golden_dir the project file names is
+        checked by `load_config`, and a missing default one switches the claim gate off, with a
+        warning.)"""
         wanted: list[tuple[str, Path | None]] = [
             ("corpus", self.corpus),
             ("ontology", self.ontology),
@@ -302,4 +306,12 @@ def load_config(path: Path | str) -> EvalsConfig:
     if not isinstance(data, dict):
         raise InputFileError(path, "a config file must be a YAML mapping")
     config = validate_file_model(EvalsConfig, data, path).check(path)
-    return config.resolved_against(path.parent)
+    named = "golden_dir" in config.model_fields_set
+    config = config.resolved_against(path.parent)
+    if named and config.claims_gate and not config.golden_dir.is_dir():
+        raise InputFileError(
+            path,
+            f"{config.golden_dir}: no such folder (claims_gate: false runs without the claim gate)",
+            field="golden_dir",
+        )
+    return config

@@ -172,3 +172,15 @@ def test_an_input_or_output_path_that_cannot_be_used_names_its_field(
         load_config(path).check_inputs(path)
     assert err.value.field == field
     assert problem in str(err.value) and str(path) in str(err.value)
+
+
+def test_a_golden_dir_the_file_names_must_exist_unless_the_gate_is_off(tmp_path: Path) -> None:
+    """A typo there had switched the claim gate off with a warning, and CI passed."""
+    base = "backends: {a: oracle}\nreference: a\n"
+    with pytest.raises(InputFileError, match="claims_gate: false runs without") as err:
+        load_config(write(tmp_path, base + "golden_dir: corpus/goldne\n"))
+    assert err.value.field == "golden_dir"
+    assert not load_config(
+        write(tmp_path, base + "golden_dir: x\nclaims_gate: false\n")
+    ).claims_gate
+    assert load_config(write(tmp_path, base)).claims_gate  # the default may be absent
