@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, MalformedReply, TransportError
 from ..models import Attempt, ChatRequest
-from .base import LoopBound, Reply, counted_reply
+from .base import NOT_AN_ANSWER, LoopBound, Reply, counted_reply, not_an_answer
 from .capped import MAX_BODY_BYTES, refused_body, sdk_capped_transport
 from .redaction import redact_client_logs, redacted
 from .retries import Retryable, Tries, retry_after_seconds, retryable_status, with_retries
@@ -138,17 +138,24 @@ async def _message_attempt(
     # (no content, no usage) only fails here, and must still become a failure record.
     try:
         text = "".join(block.text for block in message.content if block.type == "text")
-        return Attempt(
+        # A gateway may leave usage out, as OpenAI-compatible servers may: 0, not a failure.
+        usage = message.usage
+        attempt = Attempt(
             text=text,
             finish_reason=message.stop_reason,
-            truncated=message.stop_reason == "max_tokens",
-            input_tokens=message.usage.input_tokens,
-            output_tokens=message.usage.output_tokens,
+            # The context window ran out mid-reply: cut off, as at the token budget.
+            truncated=message.stop_reason in ("max_tokens", "model_context_window_exceeded"),
+            input_tokens=int(getattr(usage, "input_tokens", None) or 0),
+            output_tokens=int(getattr(usage, "output_tokens", None) or 0),
             max_tokens=max_tokens,
             latency_ms=latency_ms,
         )
     except (AttributeError, TypeError, ValueError) as exc:
         raise MalformedReply(f"{label} body is not a Message: {exc!r}", body=body) from exc
+    if message.stop_reason in NOT_AN_ANSWER:
+        reason = str(message.stop_reason)
+        raise MalformedReply(not_an_answer(label, reason), body=body, finish_reason=reason)
+    return attempt
 
 
 class AnthropicTransport:

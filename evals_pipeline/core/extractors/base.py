@@ -77,6 +77,16 @@ class LoopBound(Generic[C]):
             await close(entry[1])
 
 
+# Stop reasons of a reply that is no answer to the prompt, whatever its text parses as (a
+# filtered, refused or paused turn): a failure record, not an extraction that found nothing.
+# OpenAI's content_filter; Anthropic's refusal and pause_turn (a server-tool turn left open).
+NOT_AN_ANSWER = frozenset({"content_filter", "refusal", "pause_turn"})
+
+
+def not_an_answer(label: str, reason: str) -> str:
+    return f"{label} reply stopped at {reason!r}: it is not an answer to the prompt"
+
+
 @dataclass(frozen=True)
 class Reply:
     """A transport's answer: the recordable attempt plus the raw HTTP body (sidecar only)."""
@@ -252,9 +262,10 @@ async def _run_stage(
                 ) from exc
             except MalformedReply as exc:
                 stats.requests += exc.requests
-                raise _StageFailure(
-                    _failure(transport, request, chunk_key, "malformed", exc.body)
-                ) from exc
+                failure = _failure(transport, request, chunk_key, "malformed", exc.body)
+                if exc.finish_reason is not None:  # the sidecar says why the reply was refused
+                    failure = failure.model_copy(update={"finish_reason": exc.finish_reason})
+                raise _StageFailure(failure) from exc
             attempt = reply.attempt
             attempts.append(attempt)
             stats.count_attempt(attempt)

@@ -20,7 +20,7 @@ from httpx_aiohttp import AiohttpTransport
 
 from ..errors import MalformedReply, TransportError
 from ..models import Attempt, ChatRequest
-from .base import LoopBound, Reply, counted_reply
+from .base import NOT_AN_ANSWER, LoopBound, Reply, counted_reply, not_an_answer
 from .capped import MAX_BODY_BYTES, CappedTransport, RefusedBody
 from .redaction import redact_client_logs, redacted
 from .retries import Retryable, Tries, retry_after_seconds, retryable_status, with_retries
@@ -226,7 +226,7 @@ class OpenAICompatTransport:
             finish_reason = choice.get("finish_reason")
             usage = data.get("usage") or {}
             # Inside the try: a non-numeric usage count or a non-string content is malformed too.
-            return Attempt(
+            attempt = Attempt(
                 text=text,
                 finish_reason=finish_reason,
                 truncated=finish_reason == "length",
@@ -247,6 +247,11 @@ class OpenAICompatTransport:
             raise MalformedReply(
                 f"{self.provider} returned a body that is not a chat completion: {exc!r}", body=body
             ) from exc
+        if finish_reason in NOT_AN_ANSWER:
+            raise MalformedReply(
+                not_an_answer(self.provider, finish_reason), body=body, finish_reason=finish_reason
+            )
+        return attempt
 
     async def aclose(self) -> None:
         await self._clients.aclose(lambda client: client.aclose())

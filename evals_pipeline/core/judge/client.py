@@ -73,7 +73,7 @@ class JudgeClient:
                 timeout_s=self._timeout_s,
                 max_retries=self._max_retries,
             )
-        if attempt.truncated or attempt.finish_reason == "refusal":
+        if attempt.truncated:
             # Not a verdict: cached, it would be read back as a malformed one on every run.
             raise MalformedReply(
                 f"judge reply stopped at {attempt.finish_reason!r}, not a whole verdict", body=body

@@ -336,6 +336,39 @@ def test_timeout_is_http_error_after_bounded_attempts(server: LoopbackLLMServer)
     assert len(server.requests) == 2  # max_retries + 1
 
 
+@pytest.mark.parametrize("reason", ["refusal", "pause_turn"])
+def test_a_refused_or_paused_reply_is_a_failure_not_an_empty_extraction(
+    server: LoopbackLLMServer, reason: str
+) -> None:
+    server.enqueue(_msg({"entities": []}, stop_reason=reason))  # had scored as "found none"
+    err = _failure(_extractor(server))
+    assert isinstance(err.failure, FailureRecord)
+    assert err.failure.classification == "malformed"
+    assert err.failure.finish_reason == reason  # the sidecar says why
+    assert len(server.requests) == 1
+
+
+def test_a_reply_cut_off_by_the_context_window_is_truncation(server: LoopbackLLMServer) -> None:
+    cut = _msg({"entities": []}, stop_reason="model_context_window_exceeded")
+    server.enqueue(cut, cut)
+    err = _failure(_extractor(server))
+    assert isinstance(err.failure, FailureRecord)
+    assert err.failure.classification == "truncation"
+    assert err.stats.truncated.model_dump() == {"retry_succeeded": 0, "exhausted": 1}
+
+
+def test_a_reply_without_usage_counts_no_tokens_as_an_openai_one_does(
+    server: LoopbackLLMServer,
+) -> None:
+    for payload in (ENTITIES, EDGES):
+        reply = _msg(payload)
+        assert isinstance(reply.json, dict)
+        del reply.json["usage"]  # a gateway's: the chunk had failed as malformed
+        server.enqueue(reply)
+    outcome = _extract(_extractor(server))
+    assert outcome.result.entities and outcome.stats.input_tokens == 0
+
+
 def test_a_base_urls_password_reaches_no_log_line(
     server: LoopbackLLMServer, caplog: pytest.LogCaptureFixture
 ) -> None:

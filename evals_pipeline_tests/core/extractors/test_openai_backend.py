@@ -293,6 +293,18 @@ def test_truncation_then_success_doubles_max_tokens(server: LoopbackLLMServer, s
     ]
 
 
+def test_a_filtered_reply_is_a_failure_not_an_empty_extraction(server: LoopbackLLMServer) -> None:
+    """`{"entities": []}` under finish_reason content_filter had scored as a clean chunk in
+    which the model found nothing."""
+    server.enqueue(_completion({"entities": []}, finish_reason="content_filter"))
+    err = _failure(_extractor(server))
+    assert isinstance(err.failure, FailureRecord)
+    assert err.failure.classification == "malformed"
+    assert err.failure.finish_reason == "content_filter"  # the sidecar says why
+    assert '"finish_reason": "content_filter"' in err.failure.raw_body
+    assert len(server.requests) == 1  # not retried: it would be filtered again
+
+
 def test_a_malformed_retry_after_truncation_recovered_nothing(server: LoopbackLLMServer) -> None:
     """The report reads `retry_succeeded` as "the doubled budget saved the call": a retry that
     comes back unparseable is a malformed reply, not a recovery."""

@@ -115,11 +115,15 @@ def test_a_judge_cache_that_is_a_folder_is_named(tmp_path: Path) -> None:
     assert err.value.path == tmp_path
 
 
-@pytest.mark.parametrize("stop_reason", ["max_tokens", "refusal"])
+@pytest.mark.parametrize(
+    "stop_reason", ["max_tokens", "refusal", "pause_turn", "model_context_window_exceeded"]
+)
 def test_a_cut_off_or_refused_verdict_is_a_judge_error_and_never_cached(
     tmp_path: Path, stop_reason: str
 ) -> None:
-    cut = anthropic_message('{"matches": [[1, 1], [2,', stop_reason=stop_reason)
+    # A verdict that parses: only the stop reason says it is none (pause_turn and a full
+    # context window had been cached as verdicts).
+    cut = anthropic_message('{"matches": []}', stop_reason=stop_reason)
     with LoopbackLLMServer("anthropic") as server:
         server.enqueue(*[cut] * 3)
         verdicts, client = judge(server, tmp_path / "j.jsonl", REWORDED)
