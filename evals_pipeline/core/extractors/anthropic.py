@@ -37,8 +37,12 @@ def new_client(
 
     redact_client_logs()  # the SDK logs each request's URL (at DEBUG), query string and all
     # The SDK's own client class, over a transport that caps response bodies (capped.py).
+    # Redirects are not followed, as the OpenAI-compatible transport does not: the SDK's client
+    # followed them, re-sending a POST as a bodiless GET on a 301/302, the prompt to another
+    # host on a 307/308, and counted the hops as one request.
     http_client = anthropic.DefaultAsyncHttpxClient(
-        transport=sdk_capped_transport(anthropic.DefaultAsyncHttpxClient, max_body_bytes)
+        transport=sdk_capped_transport(anthropic.DefaultAsyncHttpxClient, max_body_bytes),
+        follow_redirects=False,
     )
     return anthropic.AsyncAnthropic(
         api_key=key, base_url=base_url, timeout=timeout_s, max_retries=0, http_client=http_client

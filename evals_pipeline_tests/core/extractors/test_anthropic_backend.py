@@ -369,6 +369,19 @@ def test_a_reply_without_usage_counts_no_tokens_as_an_openai_one_does(
     assert outcome.result.entities and outcome.stats.input_tokens == 0
 
 
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+def test_a_redirect_is_not_followed(server: LoopbackLLMServer, status: int) -> None:
+    """The SDK's client had followed it: a 301/302 re-sent the POST as a bodiless GET, a
+    307/308 the prompt to wherever it pointed, each counted as one request."""
+    moved = Reply(status=status, headers={"location": f"{server.base_url}/elsewhere"}, raw=b"")
+    server.enqueue(moved, _msg(ENTITIES), _msg(EDGES))
+    err = _failure(_extractor(server, max_retries=0))
+    assert isinstance(err.failure, FailureRecord)
+    assert err.failure.classification == "http_error"
+    assert err.failure.raw_body == f"anthropic HTTP {status}"
+    assert len(server.requests) == 1 and err.stats.requests == 1
+
+
 def test_a_base_urls_password_reaches_no_log_line(
     server: LoopbackLLMServer, caplog: pytest.LogCaptureFixture
 ) -> None:
