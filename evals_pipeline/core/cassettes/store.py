@@ -46,8 +46,11 @@ class JsonlAppender:
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.touch(exist_ok=True)
+        try:  # a full disk (no space or no inode left) here too is a write error, typed
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.touch(exist_ok=True)
+        except OSError as exc:
+            raise CassetteWriteError(self.path, exc.strerror or str(exc)) from exc
         self._thread_lock = threading.Lock()
 
     def append_line(self, line: str) -> None:

@@ -10,22 +10,35 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import TypeVar
+from collections.abc import Awaitable, Sequence
+from typing import TypeVar, cast
 
 from pydantic import BaseModel
 
 from ..config import DEFAULT_JUDGE_MODEL
-from ..errors import MalformedReply
+from ..errors import CassetteWriteError, MalformedReply
 from ..extractors.anthropic import BASE_URL_ENV, messages_call, new_client
 from ..extractors.base import LoopBound
 from ..parsing import parse_structured
 from .cache import JudgeCache, judge_key
 
 V = TypeVar("V", bound=BaseModel)
+T = TypeVar("T")
+
+
+async def gather_all(calls: Sequence[Awaitable[T]]) -> list[T]:
+    """Every call's result; the first error raised once all have ended, so that no call in
+    flight outlives its step (its client closed under it, its verdict paid for and lost)."""
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return cast(list[T], results)
 
 
 class JudgeClient:
-    """`calls` counts requests that reached the judge; `hits` those the cache answered."""
+    """`calls` counts judge calls made (a call retried after a 429 or 5xx is one call); `hits`
+    those the cache answered."""
 
     def __init__(
         self,
@@ -53,6 +66,9 @@ class JudgeClient:
         )
         self.calls = 0
         self.hits = 0
+        # The cache could not be written (a full disk): every further verdict would be paid
+        # for and lost, so no further call is made. Calls in flight finish.
+        self._stopped: CassetteWriteError | None = None
 
     async def judge(self, prompt_name: str, system: str, user: str, shape: type[V]) -> V:
         """The verdict as `shape`; MalformedReply (uncached) when the reply is not one."""
@@ -62,6 +78,8 @@ class JudgeClient:
             self.hits += 1
             return cached
         async with self._gates.get():
+            if self._stopped is not None:
+                raise self._stopped
             self.calls += 1
             attempt, body = await messages_call(
                 self._clients.get(),
@@ -81,7 +99,11 @@ class JudgeClient:
         verdict, _status = parse_structured(attempt.text, shape)
         if verdict is None:
             raise MalformedReply(f"judge reply is not a {shape.__name__} verdict", body=body)
-        self.cache.put(key, prompt_name, self.model, attempt.text)
+        try:
+            self.cache.put(key, prompt_name, self.model, attempt.text)
+        except CassetteWriteError as exc:
+            self._stopped = exc
+            raise
         return verdict
 
     async def aclose(self) -> None:

@@ -10,7 +10,6 @@ only one side are skipped, never counted as a loss.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,9 +18,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from ..errors import EvalsError
+from ..errors import CassetteWriteError, EvalsError
 from ..models import ExtractionResult
-from .client import JudgeClient
+from .client import JudgeClient, gather_all
 from .prompts import AXES, render_pairwise
 
 CALIBRATION_BAND_LOW = 0.45
@@ -87,6 +86,8 @@ async def _verdict(
     name, system, user = render_pairwise(body, axis, a, b)
     try:
         return (await client.judge(name, system, user, WinnerVerdict)).winner, None
+    except CassetteWriteError:  # the cache's, not this verdict's: the step fails (see client)
+        raise
     except EvalsError as exc:
         return None, f"{type(exc).__name__}: {exc}"
 
@@ -115,8 +116,8 @@ async def judge_pair(
         for axis in AXES:
             for slot_a, slot_b in slot_orders(chunk, left, right):
                 jobs.append((chunk, axis, slot_a, slot_b, by_name[slot_a], by_name[slot_b]))
-    verdicts = await asyncio.gather(
-        *(_verdict(client, bodies[c], axis, a, b) for c, axis, _sa, _sb, a, b in jobs)
+    verdicts = await gather_all(
+        [_verdict(client, bodies[c], axis, a, b) for c, axis, _sa, _sb, a, b in jobs]
     )
     # Jobs come in (first order, second order) pairs per chunk and axis.
     for i in range(0, len(jobs), 2):

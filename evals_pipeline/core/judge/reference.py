@@ -8,16 +8,15 @@ while its strict score is lower (the noise floor).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
-from ..errors import EvalsError
+from ..errors import CassetteWriteError, EvalsError
 from ..models import ExtractionResult
 from ..scoring.strict import PRF
-from .client import JudgeClient
+from .client import JudgeClient, gather_all
 from .prompts import AXES, axis_items, render_reference
 
 
@@ -66,6 +65,8 @@ async def judge_chunk_axis(
     name, system, user = render_reference(body, axis, candidate, reference)
     try:
         parsed = await client.judge(name, system, user, MatchesVerdict)
+    except CassetteWriteError:  # the cache's, not this verdict's: the step fails (see client)
+        raise
     except EvalsError as exc:
         return Verdict(chunk, axis, 0, 0, 0, error=str(exc))  # not scored, counted
     counts = matches_to_counts(parsed.matches, n_c, n_r)
@@ -90,7 +91,7 @@ async def judge_against_reference(
         if ref is not None
         for axis in AXES
     ]
-    return list(await asyncio.gather(*tasks))
+    return await gather_all(tasks)
 
 
 async def _failed(chunk: str, axis: str, reference: ExtractionResult) -> Verdict:

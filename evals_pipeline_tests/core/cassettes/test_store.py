@@ -804,3 +804,15 @@ def test_a_unique_append_that_failed_is_appended_on_retry(
     monkeypatch.setattr(store.os, "write", real_write)
     assert writer.append(record("a" * 64)) is True
     assert list(load_cassette(path, unique=True).keys()) == ["a" * 64]
+
+
+def test_an_appender_that_cannot_make_its_file_is_a_write_error(tmp_path: Path) -> None:
+    """Out of inodes (ENOSPC from creating the file), or a file where its folder goes: the
+    OSError had escaped untyped from the appender's constructor."""
+    from evals_pipeline.core.cassettes.store import JsonlAppender
+    from evals_pipeline.core.errors import CassetteWriteError
+
+    (tmp_path / "afile").write_text("a file\n")
+    with pytest.raises(CassetteWriteError) as err:
+        JsonlAppender(tmp_path / "afile" / "sub" / "c.jsonl")
+    assert err.value.path == tmp_path / "afile" / "sub" / "c.jsonl"

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -253,3 +254,42 @@ def test_judge_errors_beside_only_empty_chunks_measure_nothing() -> None:
     empty, failed = Verdict("c", "entities", 0, 0, 0), Verdict("d", "entities", 0, 0, 0, "x")
     assert judged_scores([empty, failed])["entities"]["f1"] is None
     assert judged_scores([empty])["entities"]["f1"] == 1.0
+
+
+def test_a_judge_cache_on_a_full_disk_fails_the_judging_and_starts_no_further_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each verdict had been paid for, then dropped as a judge error, and the run went on
+    calling (and exited 0)."""
+    import errno
+
+    from evals_pipeline.core.cassettes import store
+    from evals_pipeline.core.errors import CassetteWriteError
+
+    def disk_full(fd: int, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store.os, "write", disk_full)
+    with LoopbackLLMServer("anthropic") as server:
+        server.enqueue(*[anthropic_message('{"matches": [[1, 1]]}')] * 3)
+        client = JudgeClient(
+            JudgeCache(tmp_path / "j.jsonl"),
+            api_key=TEST_API_KEY,
+            base_url=server.base_url,
+            concurrency=1,
+        )
+
+        async def go() -> list[Any]:
+            try:
+                return await judge_against_reference(
+                    client,
+                    {"c": "Ada Lovelace was born in London."},
+                    {"c": REWORDED},
+                    {"c": REFERENCE},
+                )
+            finally:
+                await client.aclose()
+
+        with pytest.raises(CassetteWriteError, match="No space left on device"):
+            run_sync(go)
+        assert len(server.requests) == 1  # the other two axes were not asked
