@@ -50,6 +50,18 @@ def _basic_token(username: str, password: str) -> str:
     return base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
 
 
+def _never_sent(exc: BaseException) -> bool:
+    """Whether `exc` is, or was raised from, aiohttp's error for a request it could not write:
+    the connection was closed under it (no response can follow; the server acted on nothing).
+    httpx-aiohttp hands it over as the cause of an httpx error (a ConnectTimeout)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, aiohttp.ClientOSError) and "Can not write request body" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def _transport_failure(
     provider: str, exc: Exception, secrets: tuple[str, ...] = (), socket: str | None = None
 ) -> TransportError:
@@ -196,10 +208,15 @@ class OpenAICompatTransport:
         }
         started = time.perf_counter()
         try:
-            # httpx's timeout bounds each read; this bounds the whole exchange (a server that
-            # trickles its body a byte at a time would otherwise hold the call open).
-            async with asyncio.timeout(self._timeout_s):
-                response = await self._clients.get().post(self._url, json=payload)
+            try:
+                response = await self._post(payload)
+            except (aiohttp.ClientOSError, httpx.TransportError) as exc:
+                if not _never_sent(exc):
+                    raise
+                # A pooled connection the server had closed (its keep-alive ran out as the
+                # request went): the request never left, so it is sent again at once on a new
+                # connection, neither counted as one the server saw nor spending a retry.
+                response = await self._post(payload)
         except (httpx.RequestError, aiohttp.ClientError, TimeoutError) as exc:
             failure = _transport_failure(self.provider, exc, self._secrets, self._uds_path)
             raise Retryable(failure) from exc
@@ -217,6 +234,12 @@ class OpenAICompatTransport:
                 raise Retryable(error, retry_after_seconds(response.headers))
             raise error
         return Reply(attempt=self._attempt(body, request, latency_ms), raw_body=body)
+
+    async def _post(self, payload: dict[str, object]) -> httpx.Response:
+        # httpx's timeout bounds each read; this bounds the whole exchange (a server that
+        # trickles its body a byte at a time would otherwise hold the call open).
+        async with asyncio.timeout(self._timeout_s):
+            return await self._clients.get().post(self._url, json=payload)
 
     def _attempt(self, body: str, request: ChatRequest, latency_ms: float) -> Attempt:
         try:

@@ -293,6 +293,33 @@ def test_truncation_then_success_doubles_max_tokens(server: LoopbackLLMServer, s
     ]
 
 
+def test_a_pooled_connection_the_server_closed_is_no_request_and_spends_no_retry() -> None:
+    """A server that closes after each whole reply without saying `Connection: close` (its
+    keep-alive ran out): the edges request, written to the dead pooled connection, never
+    left; it had been counted as a request the server saw, and failed with retries=0."""
+    bodies: list[bytes] = []
+
+    def answer(conn: socket.socket, head: bytes) -> None:
+        found = re.search(rb"content-length: *(\d+)", head, re.IGNORECASE)
+        assert found is not None
+        body = head.split(b"\r\n\r\n", 1)[1]
+        while len(body) < int(found.group(1)):
+            body += conn.recv(65536)
+        bodies.append(body)
+        reply = openai_completion(json.dumps(ENTITIES if len(bodies) == 1 else EDGES))
+        data = json.dumps(reply.json).encode()
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(data), data)
+        )  # and the server closes the connection
+
+    with raw_http_server(answer) as base:
+        transport = OpenAICompatTransport(url=f"{base}/v1/chat/completions", max_retries=0)
+        outcome = _extract(TransportExtractor(transport))
+    assert len(outcome.result.edges) == 1
+    assert outcome.stats.requests == len(bodies) == 2
+
+
 def test_a_filtered_reply_is_a_failure_not_an_empty_extraction(server: LoopbackLLMServer) -> None:
     """`{"entities": []}` under finish_reason content_filter had scored as a clean chunk in
     which the model found nothing."""
