@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Awaitable, Sequence
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel
 
@@ -69,6 +69,9 @@ class JudgeClient:
         # The cache could not be written (a full disk): every further verdict would be paid
         # for and lost, so no further call is made. Calls in flight finish.
         self._stopped: CassetteWriteError | None = None
+        # key -> the call asking it now: the same prompt asked again meanwhile (a pairwise pair
+        # whose two slots hold the same graph asks one prompt in both orders) waits for it.
+        self._in_flight: LoopBound[dict[str, asyncio.Future[Any]]] = LoopBound(dict)
 
     async def judge(self, prompt_name: str, system: str, user: str, shape: type[V]) -> V:
         """The verdict as `shape`; MalformedReply (uncached) when the reply is not one."""
@@ -77,6 +80,28 @@ class JudgeClient:
         if cached is not None:
             self.hits += 1
             return cached
+        flights = self._in_flight.get()
+        if (flight := flights.get(key)) is not None:
+            verdict: V = await asyncio.shield(flight)
+            self.hits += 1  # answered without a call, as from the cache
+            return verdict
+        flights[key] = flight = asyncio.get_running_loop().create_future()
+        try:
+            verdict = await self._call(key, prompt_name, system, user, shape)
+        except asyncio.CancelledError:
+            flight.cancel()
+            raise
+        except Exception as exc:
+            flight.set_exception(exc)
+            flight.exception()  # retrieved: no waiter is owed a warning
+            raise
+        else:
+            flight.set_result(verdict)
+            return verdict
+        finally:
+            del flights[key]
+
+    async def _call(self, key: str, prompt_name: str, system: str, user: str, shape: type[V]) -> V:
         async with self._gates.get():
             if self._stopped is not None:
                 raise self._stopped

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -8,6 +9,7 @@ import pytest
 
 from evals_pipeline.core.judge.cache import JudgeCache, JudgeCacheCorrupt, judge_key
 from evals_pipeline.core.judge.client import JudgeClient
+from evals_pipeline.core.judge.pairwise import WinnerVerdict
 from evals_pipeline.core.judge.reference import (
     Verdict,
     judge_against_reference,
@@ -293,3 +295,30 @@ def test_a_judge_cache_on_a_full_disk_fails_the_judging_and_starts_no_further_ca
         with pytest.raises(CassetteWriteError, match="No space left on device"):
             run_sync(go)
         assert len(server.requests) == 1  # the other two axes were not asked
+
+
+def test_one_prompt_asked_twice_at_once_is_one_call(tmp_path: Path) -> None:
+    """A pairwise pair whose two slots hold the same graph asks one prompt in both orders,
+    at once: both had been sent (and the cache written twice)."""
+    with LoopbackLLMServer("anthropic") as server:
+        server.enqueue(anthropic_message('{"winner": "tie"}'))
+        client = JudgeClient(
+            JudgeCache(tmp_path / "j.jsonl"), api_key=TEST_API_KEY, base_url=server.base_url
+        )
+
+        async def go() -> list[Any]:
+            try:
+                return list(
+                    await asyncio.gather(
+                        *(
+                            client.judge("pairwise/entities", "s", "u", WinnerVerdict)
+                            for _ in range(3)
+                        )
+                    )
+                )
+            finally:
+                await client.aclose()
+
+        verdicts = run_sync(go)
+    assert [v.winner for v in verdicts] == ["tie"] * 3
+    assert (len(server.requests), client.calls, client.hits, len(client.cache)) == (1, 1, 2, 1)
