@@ -90,9 +90,10 @@ class EvalsConfig(BaseModel):
     # The claim-extraction golden set and its gate baseline (None: `<golden_dir>/baseline.json`).
     golden_dir: Path = Path("corpus/golden")
     claims_baseline: Path | None = None
-    # false: run without the claim gate. A golden_dir the file names must then exist (a typo had
-    # switched the gate off with a warning, and CI passed); only the default may be absent.
-    claims_gate: bool = True
+    # false: run without the claim gate. While it is true, a golden_dir the file names must
+    # exist (a typo had switched the gate off with a warning, and CI passed); only the default
+    # may be absent. Strict, as the counts: 0 or "off" is not false.
+    claims_gate: bool = Field(default=True, strict=True)
     max_tokens_entities: int = Field(default=DEFAULT_MAX_TOKENS_ENTITIES, ge=1, strict=True)
     max_tokens_edges: int = Field(default=DEFAULT_MAX_TOKENS_EDGES, ge=1, strict=True)
     prices: Path | None = None

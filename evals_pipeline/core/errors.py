@@ -175,9 +175,8 @@ class TransportError(EvalsError):
 class MalformedReply(EvalsError):
     """The provider answered, but its body or text could not be used as structured output."""
 
-    def __init__(self, message: str, *, body: str = "", finish_reason: str | None = None) -> None:
+    def __init__(self, message: str, *, body: str = "") -> None:
         self.body = body
-        self.finish_reason = finish_reason  # a reply that parsed but is no answer says why
         self.requests = 1  # HTTP requests sent before giving up (retries included)
         super().__init__(message)
 

@@ -87,6 +87,7 @@ def test_asset_storage_resolves_against_the_file_unless_it_is_a_url(tmp_path: Pa
         ("backends: {a: oracle}\nreference: a\nscope: ALL\n", "scope",
          "Input should be a valid integer or 'all'"),
         ("backends: {a: oracle}\nreference: a\nscope: 2.0\n", "scope", "valid integer or 'all'"),
+        ("backends: {a: oracle}\nreference: a\nclaims_gate: 0\n", "claims_gate", "valid boolean"),
         # Sibling fields with the same bad value are two problems, not one union's: the first
         # is named (a union's members are told from fields by the data).
         ("backends: {a: oracle}\nreference: a\nbench: {split: true, ontology_mode: true}\n",

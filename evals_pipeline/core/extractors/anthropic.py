@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, MalformedReply, TransportError
 from ..models import Attempt, ChatRequest
-from .base import NOT_AN_ANSWER, LoopBound, Reply, counted_reply, not_an_answer
+from .base import LoopBound, Reply, counted_reply
 from .capped import MAX_BODY_BYTES, refused_body, sdk_capped_transport
 from .redaction import redact_client_logs, redacted
 from .retries import Retryable, Tries, retry_after_seconds, retryable_status, with_retries
@@ -156,9 +156,6 @@ async def _message_attempt(
         )
     except (AttributeError, TypeError, ValueError) as exc:
         raise MalformedReply(f"{label} body is not a Message: {exc!r}", body=body) from exc
-    if message.stop_reason in NOT_AN_ANSWER:
-        reason = str(message.stop_reason)
-        raise MalformedReply(not_an_answer(label, reason), body=body, finish_reason=reason)
     return attempt
 
 

@@ -78,13 +78,10 @@ class LoopBound(Generic[C]):
 
 
 # Stop reasons of a reply that is no answer to the prompt, whatever its text parses as (a
-# filtered, refused or paused turn): a failure record, not an extraction that found nothing.
+# filtered, refused or paused turn): a failure record naming the reason, not an extraction that
+# found nothing. Checked in the shared flow, so a replayed recording is held to it too.
 # OpenAI's content_filter; Anthropic's refusal and pause_turn (a server-tool turn left open).
 NOT_AN_ANSWER = frozenset({"content_filter", "refusal", "pause_turn"})
-
-
-def not_an_answer(label: str, reason: str) -> str:
-    return f"{label} reply stopped at {reason!r}: it is not an answer to the prompt"
 
 
 @dataclass(frozen=True)
@@ -262,13 +259,16 @@ async def _run_stage(
                 ) from exc
             except MalformedReply as exc:
                 stats.requests += exc.requests
-                failure = _failure(transport, request, chunk_key, "malformed", exc.body)
-                if exc.finish_reason is not None:  # the sidecar says why the reply was refused
-                    failure = failure.model_copy(update={"finish_reason": exc.finish_reason})
-                raise _StageFailure(failure) from exc
+                raise _StageFailure(
+                    _failure(transport, request, chunk_key, "malformed", exc.body)
+                ) from exc
             attempt = reply.attempt
             attempts.append(attempt)
             stats.count_attempt(attempt)
+            if attempt.finish_reason in NOT_AN_ANSWER:  # live or replayed: its tokens count
+                raise _StageFailure(
+                    _failure(transport, request, chunk_key, "malformed", reply.raw_body, attempt)
+                )
             if attempt.truncated:
                 if not retry:
                     request = request.model_copy(update={"max_tokens": request.max_tokens * 2})

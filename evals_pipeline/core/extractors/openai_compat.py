@@ -20,7 +20,7 @@ from httpx_aiohttp import AiohttpTransport
 
 from ..errors import MalformedReply, TransportError
 from ..models import Attempt, ChatRequest
-from .base import NOT_AN_ANSWER, LoopBound, Reply, counted_reply, not_an_answer
+from .base import LoopBound, Reply, counted_reply
 from .capped import MAX_BODY_BYTES, CappedTransport, RefusedBody
 from .redaction import redact_client_logs, redacted
 from .retries import Retryable, Tries, retry_after_seconds, retryable_status, with_retries
@@ -208,15 +208,18 @@ class OpenAICompatTransport:
         }
         started = time.perf_counter()
         try:
-            try:
-                response = await self._post(payload)
-            except (aiohttp.ClientOSError, httpx.TransportError) as exc:
-                if not _never_sent(exc):
-                    raise
-                # A pooled connection the server had closed (its keep-alive ran out as the
-                # request went): the request never left, so it is sent again at once on a new
-                # connection, neither counted as one the server saw nor spending a retry.
-                response = await self._post(payload)
+            # httpx's timeout bounds each read; this bounds the whole exchange (a server that
+            # trickles its body a byte at a time would otherwise hold the call open).
+            async with asyncio.timeout(self._timeout_s):
+                try:
+                    response = await self._post(payload)
+                except (aiohttp.ClientOSError, httpx.TransportError) as exc:
+                    if not _never_sent(exc):
+                        raise
+                    # A pooled connection the server had closed (its keep-alive ran out as the
+                    # request went): the request never left, so it is sent again at once on a
+                    # new connection, neither counted as one the server saw nor spending a retry.
+                    response = await self._post(payload)
         except (httpx.RequestError, aiohttp.ClientError, TimeoutError) as exc:
             failure = _transport_failure(self.provider, exc, self._secrets, self._uds_path)
             raise Retryable(failure) from exc
@@ -236,10 +239,7 @@ class OpenAICompatTransport:
         return Reply(attempt=self._attempt(body, request, latency_ms), raw_body=body)
 
     async def _post(self, payload: dict[str, object]) -> httpx.Response:
-        # httpx's timeout bounds each read; this bounds the whole exchange (a server that
-        # trickles its body a byte at a time would otherwise hold the call open).
-        async with asyncio.timeout(self._timeout_s):
-            return await self._clients.get().post(self._url, json=payload)
+        return await self._clients.get().post(self._url, json=payload)
 
     def _attempt(self, body: str, request: ChatRequest, latency_ms: float) -> Attempt:
         try:
@@ -270,10 +270,6 @@ class OpenAICompatTransport:
             raise MalformedReply(
                 f"{self.provider} returned a body that is not a chat completion: {exc!r}", body=body
             ) from exc
-        if finish_reason in NOT_AN_ANSWER:
-            raise MalformedReply(
-                not_an_answer(self.provider, finish_reason), body=body, finish_reason=finish_reason
-            )
         return attempt
 
     async def aclose(self) -> None:

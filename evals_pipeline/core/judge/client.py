@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from ..config import DEFAULT_JUDGE_MODEL
 from ..errors import CassetteWriteError, MalformedReply
 from ..extractors.anthropic import BASE_URL_ENV, messages_call, new_client
-from ..extractors.base import LoopBound
+from ..extractors.base import NOT_AN_ANSWER, LoopBound
 from ..parsing import parse_structured
 from .cache import JudgeCache, judge_key
 
@@ -91,7 +91,7 @@ class JudgeClient:
         except asyncio.CancelledError:
             flight.cancel()
             raise
-        except Exception as exc:
+        except BaseException as exc:  # waiters get what the call ended in, never hang
             flight.set_exception(exc)
             flight.exception()  # retrieved: no waiter is owed a warning
             raise
@@ -116,7 +116,7 @@ class JudgeClient:
                 timeout_s=self._timeout_s,
                 max_retries=self._max_retries,
             )
-        if attempt.truncated:
+        if attempt.truncated or attempt.finish_reason in NOT_AN_ANSWER:
             # Not a verdict: cached, it would be read back as a malformed one on every run.
             raise MalformedReply(
                 f"judge reply stopped at {attempt.finish_reason!r}, not a whole verdict", body=body

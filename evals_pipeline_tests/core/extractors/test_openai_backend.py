@@ -328,6 +328,7 @@ def test_a_filtered_reply_is_a_failure_not_an_empty_extraction(server: LoopbackL
     assert isinstance(err.failure, FailureRecord)
     assert err.failure.classification == "malformed"
     assert err.failure.finish_reason == "content_filter"  # the sidecar says why
+    assert (err.stats.requests, err.stats.output_tokens) == (1, 20)  # paid for: counted
     assert '"finish_reason": "content_filter"' in err.failure.raw_body
     assert len(server.requests) == 1  # not retried: it would be filtered again
 
