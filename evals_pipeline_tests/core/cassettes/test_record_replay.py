@@ -447,3 +447,34 @@ def test_a_locked_load_waits_for_an_append_in_progress(tmp_path: Path) -> None:
     loaded = load_cassette(target, consume=False, missing_ok=True, locked=True)
     writer.join()
     assert len(loaded) == 2
+
+
+def test_a_recorded_reply_that_is_no_answer_fails_in_replay_too() -> None:
+    """A cassette recorded before the stop-reason rule can hold a content_filter reply whose
+    text parses: replay runs today's flow over it, so it fails as live would, not scores as a
+    clean chunk that found nothing."""
+    from evals_pipeline.core.cassettes.format import ReplayResponse, ServedRecord
+    from evals_pipeline.core.cassettes.replay import _TranscriptTransport
+    from evals_pipeline.core.extractors.base import run_extract
+    from evals_pipeline.core.models import Attempt, FailureRecord, StageTranscript
+
+    filtered = Attempt(
+        text='{"entities": []}', finish_reason="content_filter", truncated=False, max_tokens=100
+    )
+    record = ServedRecord(
+        key="k" * 64,
+        call_type="extract",
+        provider="oai-http",
+        model="m",
+        response=ReplayResponse(
+            transcript=(StageTranscript(stage="entities", attempts=(filtered,)),)
+        ),
+    )
+    episode = Episode(name="ep", body="Alice works at Acme.")
+    with pytest.raises(ExtractionFailed) as err:
+        run_sync(lambda: run_extract(_TranscriptTransport(record), episode, ExtractOptions()))
+    assert isinstance(err.value.failure, FailureRecord)
+    assert (err.value.failure.classification, err.value.failure.finish_reason) == (
+        "malformed",
+        "content_filter",
+    )
