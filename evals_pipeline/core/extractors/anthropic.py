@@ -144,7 +144,7 @@ async def _message_attempt(
         text = "".join(block.text for block in message.content if block.type == "text")
         # A gateway may leave usage out, as OpenAI-compatible servers may: 0, not a failure.
         usage = message.usage
-        attempt = Attempt(
+        return Attempt(
             text=text,
             finish_reason=message.stop_reason,
             # The context window ran out mid-reply: cut off, as at the token budget.
@@ -156,7 +156,6 @@ async def _message_attempt(
         )
     except (AttributeError, TypeError, ValueError) as exc:
         raise MalformedReply(f"{label} body is not a Message: {exc!r}", body=body) from exc
-    return attempt
 
 
 class AnthropicTransport:

@@ -249,7 +249,7 @@ class OpenAICompatTransport:
             finish_reason = choice.get("finish_reason")
             usage = data.get("usage") or {}
             # Inside the try: a non-numeric usage count or a non-string content is malformed too.
-            attempt = Attempt(
+            return Attempt(
                 text=text,
                 finish_reason=finish_reason,
                 truncated=finish_reason == "length",
@@ -270,7 +270,6 @@ class OpenAICompatTransport:
             raise MalformedReply(
                 f"{self.provider} returned a body that is not a chat completion: {exc!r}", body=body
             ) from exc
-        return attempt
 
     async def aclose(self) -> None:
         await self._clients.aclose(lambda client: client.aclose())
