@@ -27,7 +27,7 @@ from pathlib import Path
 from .core.config import DEFAULT_SCOPE, EvalsConfig, JudgeConfig, default_config_path, load_config
 from .core.errors import ConfigError, EvalsError
 from .core.extractors.specs import parse_named_backend
-from .core.files import file_in_the_way
+from .core.files import cannot_be_made
 from .core.models import ONTOLOGY_MODES, OntologyMode
 from .core.ontology import load_ontology
 from .core.options import resolve_ontology_mode
@@ -54,10 +54,8 @@ def output_file(text: str) -> Path:
     path = Path(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a folder; name a file to write")
-    if (blocker := file_in_the_way(path)) is not None:
-        raise argparse.ArgumentTypeError(
-            f"{text} cannot be made: {blocker} is a file, not a folder"
-        )
+    if (why := cannot_be_made(path)) is not None:
+        raise argparse.ArgumentTypeError(f"{text} {why}")
     return path
 
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from .errors import BackendSpecError, InputFileError
 from .extractors.specs import BackendSpec, check_name, parse_backend_spec, parse_named_backend
-from .files import file_in_the_way, load_yaml, validate_file_model
+from .files import cannot_be_made, load_yaml, validate_file_model
 from .models import ONTOLOGY_MODES, OntologyMode
 from .options import DEFAULT_MAX_TOKENS_EDGES, DEFAULT_MAX_TOKENS_ENTITIES
 
@@ -204,12 +204,8 @@ class EvalsConfig(BaseModel):
             *((f"bench.record_cassette.{n}", p) for n, p in self.bench.record_cassette.items()),
         ]
         for field, path in written:
-            if path is not None and (blocker := file_in_the_way(path)) is not None:
-                raise InputFileError(
-                    source,
-                    f"{path}: cannot be made, {blocker} is a file, not a folder",
-                    field=field,
-                )
+            if path is not None and (why := cannot_be_made(path)) is not None:
+                raise InputFileError(source, f"{path}: {why}", field=field)
         if self.judge.cache.is_dir():
             raise InputFileError(
                 source,

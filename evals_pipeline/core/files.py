@@ -28,7 +28,7 @@ def field_path(loc: tuple[int | str, ...]) -> str:
     return out or "<root>"
 
 
-def file_in_the_way(path: Path | str) -> Path | None:
+def _file_in_the_way(path: Path | str) -> Path | None:
     """The nearest existing ancestor of `path` that is not a folder (so `path` can be neither
     made nor read: the OS says only "Not a directory"), or None."""
     for parent in Path(path).parents:
@@ -37,19 +37,27 @@ def file_in_the_way(path: Path | str) -> Path | None:
     return None
 
 
+def cannot_be_made(path: Path | str) -> str | None:
+    """Why `path` cannot be made (a file stands where one of its folders goes), or None."""
+    blocker = _file_in_the_way(path)
+    return None if blocker is None else f"cannot be made: {blocker} is a file, not a folder"
+
+
+def not_found(path: Path | str) -> str:
+    """'file not found', saying why where a file stands in place of one of its folders."""
+    blocker = _file_in_the_way(path)
+    return "file not found" + (f" ({blocker} is a file, not a folder)" if blocker else "")
+
+
 def read_input_bytes(path: Path | str, error: type[InputFileError] = InputFileError) -> bytes:
     """A whole input file; a missing file, a folder or an unreadable one is `error`."""
     path = Path(path)
     try:
         return path.read_bytes()
-    except FileNotFoundError:
-        raise error(path, "file not found") from None
+    except (FileNotFoundError, NotADirectoryError):  # missing, or under a file
+        raise error(path, not_found(path)) from None
     except IsADirectoryError:
         raise error(path, "is a folder, not a file") from None
-    except NotADirectoryError:
-        raise error(
-            path, f"file not found ({file_in_the_way(path)} is a file, not a folder)"
-        ) from None
     except OSError as exc:
         raise error(path, f"cannot be read: {exc.strerror or exc}") from None
 

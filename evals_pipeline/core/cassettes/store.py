@@ -33,7 +33,7 @@ from ..errors import (
     CassetteNotAFile,
     CassetteWriteError,
 )
-from ..files import file_in_the_way, line_problem
+from ..files import line_problem, not_found
 from ..gc_tuning import gc_paused
 from ..memo import on_forget
 from .format import CassetteRecord, ReplayRecord, ServedRecord
@@ -439,11 +439,6 @@ def _file_state(path: Path) -> tuple[object, ...]:
     return (str(path.resolve()), *stat_state(st))
 
 
-def _not_found(path: Path) -> str:
-    blocker = file_in_the_way(path)
-    return "file not found" + (f" ({blocker} is a file, not a folder)" if blocker else "")
-
-
 def _file_digest(path: Path) -> str | None:
     try:
         return file_sha256(path)
@@ -619,7 +614,7 @@ def _load(
                     if missing_ok:
                         files.append(None)  # indexes stay aligned with paths
                         continue
-                    raise CassetteNotAFile(path, _not_found(path))
+                    raise CassetteNotAFile(path, not_found(path))
                 try:
                     handle = path.open("rb")
                 except OSError as exc:  # e.g. no permission to read it
