@@ -539,3 +539,16 @@ def test_claims_gate_false_runs_no_claim_asset_and_warns_of_nothing(
         assert not _materialized(instance, "golden_set")
         assert _materialized(instance, "report")
     assert "golden" not in capsys.readouterr().err
+
+
+def test_claims_gate_false_defines_no_claim_asset(tmp_path: Path) -> None:
+    """The UI's "Materialize all" runs what the definitions hold: a gate switched off is not
+    among them, nor its check."""
+    off = make_config(tmp_path, {"oracle": "oracle"}, modes=("freeform",), claims_gate=False)
+    keys = build_definitions(off).resolve_asset_graph().get_all_asset_keys()
+    assert {AssetKey("golden_set"), AssetKey("claim_scores")}.isdisjoint(keys)
+    assert AssetKey("report") in keys
+    on = make_config(tmp_path, {"oracle": "oracle"}, modes=("freeform",))
+    assert (
+        AssetKey("claim_scores") in build_definitions(on).resolve_asset_graph().get_all_asset_keys()
+    )
