@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +30,7 @@ from .core.files import cannot_be_made
 from .core.models import ONTOLOGY_MODES, OntologyMode
 from .core.ontology import load_ontology
 from .core.options import resolve_ontology_mode
+from .core.reports.files import write_bytes_atomic
 
 USAGE_ERROR = 2
 # Flags that describe a run built from flags; with a project file they are set in the file.
@@ -260,10 +260,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     reports = [config.output_dir / mode / "report.json" for mode in config.active_modes]
     if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
         # One mode: that mode's report. Several: the mode matrix (which holds every report).
         source = reports[0] if len(reports) == 1 else config.output_dir / "mode_matrix.json"
-        shutil.copyfile(source, args.output)
+        try:
+            write_bytes_atomic(args.output, source.read_bytes())
+        except EvalsError as exc:  # a full disk: the reports under output_dir are written
+            print(f"evals-pipeline: error: {exc}", file=sys.stderr)
+            return USAGE_ERROR
     for path in reports:
         print(f"report: {path.with_suffix('.md')}")
     if args.output is not None:

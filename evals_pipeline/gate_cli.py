@@ -150,7 +150,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "gate": report.result.to_dict(),
             "recordings": {r.id: r.status for r in report.replay.runs},
         }
-        write_text_atomic(args.output, report_json(payload))
+        try:
+            write_text_atomic(args.output, report_json(payload))
+        except EvalsError as exc:  # a full disk, a file where its folder goes
+            print(f"evals-pipeline gate: error: {exc}", file=sys.stderr)
+            return USAGE_ERROR
     if failed_calls:
         print(f"{failed_calls} live call(s) failed; their recordings were not refreshed")
         return 1
@@ -166,7 +170,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         except BaselineRefused as exc:
             print(f"evals-pipeline gate: {exc}", file=sys.stderr)
             return 1
-        write_baseline(baseline_path, baseline)
+        try:
+            write_baseline(baseline_path, baseline)
+        except EvalsError as exc:
+            print(f"evals-pipeline gate: error: {exc}", file=sys.stderr)
+            return USAGE_ERROR
         if report.baseline is not None and baseline.micro.f1 < report.baseline.micro.f1:
             print(
                 f"the baseline's micro-F1 went down: {report.baseline.micro.f1:.3f} -> "

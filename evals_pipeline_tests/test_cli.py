@@ -38,6 +38,17 @@ def test_output_with_several_modes_is_the_mode_matrix_json(tmp_path: Path) -> No
     assert out["modes"] == ["open", "strict"]
 
 
+def test_output_on_a_full_disk_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The copy after the run had ended in an OSError traceback."""
+    config = write_config(tmp_path, ["open"])
+    assert main(["--config", str(config), "--output", "/dev/full"]) == 2
+    err = capsys.readouterr().err
+    assert "evals-pipeline: error: /dev/full" in err and "No space left on device" in err
+    assert (tmp_path / "reports" / "open" / "report.json").is_file()  # the run's are written
+
+
 def test_output_with_one_mode_is_that_report(tmp_path: Path) -> None:
     config = write_config(tmp_path, ["open", "strict"])
     args = ["--config", str(config), "--ontology-mode", "open", "--output", str(tmp_path / "o")]

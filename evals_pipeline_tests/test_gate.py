@@ -284,6 +284,22 @@ def test_cli_live_record_refreshes_recordings_after_a_prompt_edit(
 
 
 @pytest.mark.parametrize("project", ["inactive"], indirect=True)
+@pytest.mark.parametrize("flags", [["--output", "/dev/full"], ["--write-baseline"]])
+def test_cli_a_write_that_fails_is_one_error_line(
+    project: Path, capsys: pytest.CaptureFixture[str], flags: list[str]
+) -> None:
+    """A full disk under --output or the baseline: one line naming the file, exit 2. Both writes
+    had ended in a traceback and exit 1, the code of a failing gate."""
+    if "--write-baseline" in flags:
+        baseline = project / "golden" / "baseline.json"
+        baseline.symlink_to("/dev/full")  # written through, as a link to a file would be
+    assert gate_main(flags) == 2
+    err = capsys.readouterr().err
+    assert "evals-pipeline gate: error:" in err and "No space left on device" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("project", ["inactive"], indirect=True)
 def test_cli_write_baseline_then_the_gate_is_active(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
