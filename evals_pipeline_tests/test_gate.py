@@ -284,6 +284,7 @@ def test_cli_live_record_refreshes_recordings_after_a_prompt_edit(
 
 
 @pytest.mark.parametrize("project", ["inactive"], indirect=True)
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
 @pytest.mark.parametrize("flags", [["--output", "/dev/full"], ["--write-baseline"]])
 def test_cli_a_write_that_fails_is_one_error_line(
     project: Path, capsys: pytest.CaptureFixture[str], flags: list[str]
