@@ -3,8 +3,9 @@
 No Dagster CLI command does this (`dagster job backfill` only queues runs for a daemon), so
 this driver runs the same definitions layer by layer, one in-process run per partition: the
 claims golden set and its regression gate first (quick, no backend), then inputs per mode,
-extraction per backend and mode, reports per mode, the mode matrix, and last the exact-match
-bench per gold corpus. A failed blocking check stops it before the layers downstream, with a
+extraction per backend and mode, judging per backend and mode, the reference comparison,
+pairwise tallies and report per mode, the mode matrix, and last the exact-match bench per gold
+corpus. A failed blocking check stops it before the layers downstream, with a
 non-zero exit.
 
     python -m evals_pipeline.materialize [--config evals.yaml]

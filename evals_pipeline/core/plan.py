@@ -243,7 +243,9 @@ def _record_target_guard(config: EvalsConfig, name: str, guards: list[Guard]) ->
 
 
 def backend_guards(config: EvalsConfig, backend: str) -> list[Guard]:
-    """The guards `plan_run` would report that concern `backend`, found the same way.
+    """The guards `plan_run` would report that concern `backend`, found the same way, but for
+    a live backend's unreadable cache (`cassette_integrity`), which the step's own load of it
+    reports as a typed error.
 
     For the extraction step's re-check: it needs only its own backend's guards, and a whole
     plan (every backend's cassette, every key in every mode, the extraction caches) per

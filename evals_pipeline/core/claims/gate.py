@@ -7,7 +7,9 @@ States:
   synthetic labels as ground truth.
 - FAIL: a baseline is committed and a VERIFIED example has a missing, invalid or stale
   recording (a prompt or input edit without re-recording), or counted micro-F1 is more than
-  `MAX_F1_DROP` below the baseline's, or no example is VERIFIED any more.
+  `MAX_F1_DROP` below the baseline's, or no example is VERIFIED any more, or an example the
+  baseline counts is no longer VERIFIED (or gone), or the baseline was scored at another span
+  IoU threshold than the metric's.
 - PASS: a baseline is committed and none of the above.
 
 The baseline writer refuses unless every counted (VERIFIED) example has a complete recording of
@@ -290,7 +292,7 @@ def evaluate_gate(
 
 @dataclass(frozen=True)
 class GateReport:
-    """Everything one gate evaluation looked at, for the CLI and the report asset."""
+    """Everything one gate evaluation looked at, for the CLI."""
 
     replay: ReplayResult
     summary: ScoreSummary

@@ -5,7 +5,9 @@ key and the two backend names — never the clock or an RNG — so a re-run repr
 exactly. Agreeing verdicts are a win for the agreed side (or an agreed tie); disagreeing verdicts
 are a tie plus an order inconsistency: a judge that flips when the operands swap is reporting
 position bias, and that must show as a number rather than be averaged away. Chunks present on
-only one side are skipped, never counted as a loss.
+only one side, or that either backend failed to extract, are skipped (counted in
+`chunks_skipped`), never counted as a loss: a failure's cost shows in the error rate and in
+reference mode, where a failed chunk misses every reference item.
 """
 
 from __future__ import annotations
