@@ -15,6 +15,8 @@ CORPUS = REPO / "corpus" / "prose" / "chunks.jsonl"
 ONTOLOGY = REPO / "ontologies" / "prose.yaml"
 RULES = REPO / "corpus" / "cassettes" / "rules.jsonl"
 SLOPPY = REPO / "corpus" / "cassettes" / "sloppy.jsonl"
+CASES = REPO / "corpus" / "cases"  # the exact-match bench corpus
+BENCH_SCHEMAS = REPO / "ontologies" / "bench"
 
 
 def make_config(tmp_path: Path, backends: dict[str, str], **overrides: Any) -> EvalsConfig:

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance, materialize
 
-from evals_pipeline.assets.bench import bench_key, oracle_shortfalls
+from evals_pipeline.assets.bench import bench_key
 from evals_pipeline.cli import main as cli_main
+from evals_pipeline.core.bench.gold import oracle_shortfalls
 from evals_pipeline.core.config import BenchConfig
 from evals_pipeline.graph import build_definitions
 from evals_pipeline.materialize import MaterializeResult, materialize_bench

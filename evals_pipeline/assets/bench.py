@@ -29,7 +29,7 @@ from dagster import (
     asset,
 )
 
-from ..core.bench.gold import render_gold_markdown, run_gold
+from ..core.bench.gold import oracle_shortfalls, render_gold_markdown, run_gold
 from ..core.bench.runner import merge_rows, row_cost, write_run
 from ..core.config import EvalsConfig
 from ..partitions import backend_crossed, crossed_key, split_crossed
@@ -43,13 +43,6 @@ ORACLE_CHECK = "oracle_ceiling"
 
 # A bench step's counts, under the bench's metadata names (the driver sums them apart).
 _spent = functools.partial(extractor_spent, calls="bench_calls", prefix="bench_")
-
-# The rates a perfect extractor must reach on each kind of gold corpus. Not conformance: it is
-# read against the schema slice shown, and what selection leaves out costs the oracle too.
-CEILING = {
-    "cases": ("entity_f1", "edge_f1", "property_f1", "direction", "mention"),
-    "webnlg": ("triple_f1",),
-}
 
 with warnings.catch_warnings():  # beta in Dagster 1.13, and exactly the mapping we mean
     warnings.simplefilter("ignore", BetaWarning)
@@ -71,20 +64,6 @@ def bench_key(backend: str, gold: str) -> MultiPartitionKey:
 def _split(key: str) -> tuple[str, str]:
     """(backend, gold corpus) of a bench partition key."""
     return split_crossed(key, GOLD)
-
-
-def oracle_shortfalls(report: dict[str, Any], oracle_rows: list[str]) -> list[str]:
-    """Every ceiling rate an oracle row misses, as `row rate=value`."""
-    kind = report.get("kind", "cases")
-    out = []
-    for row in oracle_rows:
-        rates = report["rows"][row]["rates"]
-        out += [
-            f"{row} {rate}={rates[rate]}"
-            for rate in CEILING[kind]
-            if rates.get(rate) is not None and rates[rate] != 1.0
-        ]
-    return out
 
 
 def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:

@@ -41,11 +41,6 @@ SPLITS_FILE = "SPLITS.yaml"
 SPLIT_NAMES: tuple[str, ...] = ("dev", "test")
 Split = Literal["dev", "test"]
 
-# The repository layout: corpus/cases/ and ontologies/bench/ under the project root.
-PROJECT_ROOT = Path(__file__).resolve().parents[3]
-DEFAULT_CASES = PROJECT_ROOT / "corpus" / "cases"
-DEFAULT_SCHEMAS = PROJECT_ROOT / "ontologies" / "bench"
-
 
 class _Strict(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -435,19 +430,14 @@ def _load_case(
     )
 
 
-def load_bench_corpus(
-    root: Path | str = DEFAULT_CASES,
-    split: Split | None = None,
-    *,
-    schema_dir: Path | str | None = None,
-) -> BenchCorpus:
-    """Load and check every case (all of them, whatever `split`), then keep `split`'s cases."""
+def load_bench_corpus(root: Path | str, split: Split | None = None) -> BenchCorpus:
+    """Load and check every case (all of them, whatever `split`), then keep `split`'s cases.
+    Their schemas are read from `ontologies/bench/` beside the corpus's folder (a project's
+    layout: `corpus/cases/` and `ontologies/bench/` under its root)."""
     root = Path(root)
     if split is not None and split not in SPLIT_NAMES:
         raise ValueError(f"unknown split {split!r} (dev, test)")
-    schemas_root = (
-        Path(schema_dir) if schema_dir is not None else root.parent.parent / "ontologies" / "bench"
-    )
+    schemas_root = root.parent.parent / "ontologies" / "bench"
     dirs = _case_dirs(root)
     splits = _load_splits(root, {d.relative_to(root).as_posix() for d in dirs})
     loaded: dict[str, Ontology] = {}

@@ -19,6 +19,7 @@ from evals_pipeline.core.bench.slice import slice_schema
 from evals_pipeline.core.compare import RATES, compare_runs
 from evals_pipeline.core.extractors.oracle import OracleExtractor
 from evals_pipeline.core.models import Edge, Entity, ExtractionResult
+from evals_pipeline_tests.pipeline_fixtures import CASES
 
 from .helpers import write_corpus
 
@@ -26,7 +27,7 @@ Perturb = Callable[[ExtractionResult], ExtractionResult]
 
 
 def test_oracle_scores_perfectly_on_the_whole_corpus() -> None:
-    corpus = load_bench_corpus()
+    corpus = load_bench_corpus(CASES)
     report = run_bench(corpus, oracle_extractor(corpus), row_name="oracle")
     row = report["rows"]["oracle"]
     assert len(row["episodes"]) == sum(len(c.episodes) for c in corpus.cases) == 36
@@ -52,9 +53,9 @@ def test_oracle_scores_perfectly_on_the_whole_corpus() -> None:
 
 
 def test_the_report_says_what_each_rate_counts_and_what_the_oracle_must_reach() -> None:
-    from evals_pipeline.assets.bench import CEILING
+    from evals_pipeline.core.bench.gold import CEILING
 
-    corpus = load_bench_corpus()
+    corpus = load_bench_corpus(CASES)
     report = run_bench(corpus, oracle_extractor(corpus), row_name="oracle")
     markdown = render_markdown(report)
     legend = markdown.split("## What the rates count", 1)[1]
@@ -67,10 +68,10 @@ def test_the_report_says_what_each_rate_counts_and_what_the_oracle_must_reach() 
 
 
 def test_only_the_test_split_of_the_unmodified_corpus_is_publishable(tmp_path: Path) -> None:
-    corpus = load_bench_corpus(split="test")
+    corpus = load_bench_corpus(CASES, split="test")
     report = run_bench(corpus, oracle_extractor(corpus), row_name="oracle")
     assert report["publishable"] is True
-    dev = load_bench_corpus(split="dev")
+    dev = load_bench_corpus(CASES, split="dev")
     dev_report = run_bench(dev, oracle_extractor(dev), row_name="oracle")
     assert dev_report["publishable"] is False
     json_path, md_path = write_run(
@@ -230,7 +231,7 @@ def test_a_report_reads_into_compare(tmp_path: Path) -> None:
 
 
 def test_slice_keeps_named_types_then_closure_under_the_budget() -> None:
-    corpus = load_bench_corpus()
+    corpus = load_bench_corpus(CASES)
     case = next(c for c in corpus.cases if c.id == "selection/shipping")
     cut = slice_schema(case.schema, case.episodes[0].body, 3)
     assert cut.seeds == ("Parcel", "Warehouse")
@@ -490,7 +491,7 @@ def test_a_recording_that_cannot_be_written_stops_the_run(concurrency: int) -> N
     record. The episodes in flight finish; no other starts; the error fails the run."""
     from evals_pipeline.core.errors import CassetteWriteError
 
-    corpus = load_bench_corpus()
+    corpus = load_bench_corpus(CASES)
     extractor = _DiskFullAfter(corpus.expected_results(), after=2)
     with pytest.raises(CassetteWriteError, match="No space left on device"):
         run_bench(corpus, extractor, row_name="x", concurrency=concurrency)

@@ -10,12 +10,11 @@ import pytest
 from evals_pipeline.core.bench.corpus import (
     CORPUS_DIGEST,
     CORPUS_VERSION,
-    DEFAULT_CASES,
-    DEFAULT_SCHEMAS,
     corpus_digest,
     load_bench_corpus,
 )
 from evals_pipeline.core.errors import InputFileError
+from evals_pipeline_tests.pipeline_fixtures import BENCH_SCHEMAS, CASES
 
 from .helpers import expected, write_corpus
 
@@ -26,14 +25,14 @@ FAMILIES = {
 
 
 def test_shipped_corpus_loads_nine_families_of_four_split_two_and_two() -> None:
-    corpus = load_bench_corpus()
+    corpus = load_bench_corpus(CASES)
     assert {c.family for c in corpus.cases} == FAMILIES
     assert Counter(c.family for c in corpus.cases) == dict.fromkeys(FAMILIES, 4)
     for family in FAMILIES:
         splits = Counter(c.split for c in corpus.cases if c.family == family)
         assert splits == {"dev": 2, "test": 2}, family
-    assert len(load_bench_corpus(split="test").cases) == 18
-    assert all(c.split == "dev" for c in load_bench_corpus(split="dev").cases)
+    assert len(load_bench_corpus(CASES, split="test").cases) == 18
+    assert all(c.split == "dev" for c in load_bench_corpus(CASES, split="dev").cases)
     # Each family's instances are in different domains (their schemas differ).
     for family in FAMILIES:
         firsts = [c.schema_files[0] for c in corpus.cases if c.family == family]
@@ -41,7 +40,7 @@ def test_shipped_corpus_loads_nine_families_of_four_split_two_and_two() -> None:
 
 
 def test_corpus_digest_is_pinned() -> None:
-    digest = corpus_digest(DEFAULT_CASES, DEFAULT_SCHEMAS)
+    digest = corpus_digest(CASES, BENCH_SCHEMAS)
     assert digest == CORPUS_DIGEST, (
         f"the bench corpus changed: bump CORPUS_VERSION (now {CORPUS_VERSION}) and set "
         f'CORPUS_DIGEST = "{digest}" in evals_pipeline/core/bench/corpus.py'
@@ -49,8 +48,8 @@ def test_corpus_digest_is_pinned() -> None:
 
 
 def test_any_content_change_moves_the_digest_and_unpublishes(tmp_path: Path) -> None:
-    shutil.copytree(DEFAULT_CASES, tmp_path / "corpus" / "cases")
-    shutil.copytree(DEFAULT_SCHEMAS, tmp_path / "ontologies" / "bench")
+    shutil.copytree(CASES, tmp_path / "corpus" / "cases")
+    shutil.copytree(BENCH_SCHEMAS, tmp_path / "ontologies" / "bench")
     root = tmp_path / "corpus" / "cases"
     assert load_bench_corpus(root, "test").modified is False
     episodes = root / "direction" / "football" / "episodes.jsonl"
@@ -63,8 +62,8 @@ def test_any_content_change_moves_the_digest_and_unpublishes(tmp_path: Path) -> 
 
 
 def test_case_digests_change_with_the_case_only(tmp_path: Path) -> None:
-    shutil.copytree(DEFAULT_CASES, tmp_path / "corpus" / "cases")
-    shutil.copytree(DEFAULT_SCHEMAS, tmp_path / "ontologies" / "bench")
+    shutil.copytree(CASES, tmp_path / "corpus" / "cases")
+    shutil.copytree(BENCH_SCHEMAS, tmp_path / "ontologies" / "bench")
     root = tmp_path / "corpus" / "cases"
     before = {c.id: c.digest for c in load_bench_corpus(root).cases}
     path = root / "direction" / "football" / "case.yaml"
