@@ -7,9 +7,11 @@ extraction partition key reads `backend|ontology_mode`, e.g. `rules|strict`.
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 from dagster import (
     AllPartitionMapping,
+    AssetExecutionContext,
     BetaWarning,
     DimensionPartitionMapping,
     IdentityPartitionMapping,
@@ -76,3 +78,17 @@ def extraction_key(backend: str, mode: str) -> MultiPartitionKey:
 def split_key(key: str) -> tuple[str, str]:
     """(backend, mode) of an extraction partition key."""
     return split_crossed(key, ONTOLOGY_MODE)
+
+
+def fan_in(context: AssetExecutionContext, input_name: str, value: Any) -> dict[str, Any]:
+    """Upstream partition key -> value, also when only one upstream partition exists.
+
+    Dagster's UPathIOManager hands a fan-in input over as a dict, except when exactly one
+    upstream partition maps in, when it hands over that value alone.
+    """
+    keys = [str(k) for k in context.asset_partition_keys_for_input(input_name)]
+    if isinstance(value, dict) and set(value) == set(keys):
+        return {str(k): v for k, v in value.items()}
+    if len(keys) == 1:
+        return {keys[0]: value}
+    raise TypeError(f"cannot read fan-in input {input_name!r} for partitions {keys}")

@@ -32,10 +32,9 @@ from dagster import (
 from ..core.bench.gold import oracle_shortfalls, render_gold_markdown, run_gold
 from ..core.bench.runner import merge_rows, row_cost, write_run
 from ..core.config import EvalsConfig
-from ..partitions import backend_crossed, crossed_key, split_crossed
+from ..partitions import backend_crossed, crossed_key, fan_in, split_crossed
 from ..resources import EvalsResource
 from .extraction import COVERAGE_CHECK, LLM_POOL
-from .reports import fan_in
 from .spend import extractor_spent, spend_before_failure
 
 GOLD = "gold_corpus"

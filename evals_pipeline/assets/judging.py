@@ -26,6 +26,7 @@ from ..core.config import EvalsConfig
 from ..core.judge.client import JudgeClient
 from ..core.judge.pairwise import judge_all_pairs, pairwise_warnings
 from ..core.judge.reference import judge_against_reference, judged_scores
+from ..core.reports.judging import JUDGE_STATUS
 from ..core.runner import run_sync
 from ..core.tables import table_results
 from ..io_managers import StoredTable
@@ -33,11 +34,11 @@ from ..partitions import (
     ALL_BACKENDS_SAME_MODE,
     BY_MODE,
     extraction_partitions,
+    fan_in,
     mode_partitions,
     split_key,
 )
 from ..resources import EvalsResource
-from .reports import JUDGE_STATUS, fan_in
 from .spend import spend_before_failure
 
 VERDICT_COLUMNS = ["chunk", "axis", "tp", "fp", "fn", "error", "model"]

@@ -5,11 +5,10 @@ folder and attached to the materialisation (Markdown as `MetadataValue.md`, head
 floats so the UI plots them across materialisations).
 """
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from itertools import combinations
 from typing import Any
 
-import pandas as pd
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
@@ -23,72 +22,24 @@ from dagster import (
 )
 
 from ..core.config import EvalsConfig
-from ..core.judge.reference import judged_scores, verdicts_from_rows
 from ..core.plan import fresh_recording_guards
 from ..core.reports.assemble import assemble_mode_report
 from ..core.reports.files import write_report_files
+from ..core.reports.judging import judging_section
 from ..core.reports.markdown import render_mode_matrix, render_mode_report
 from ..core.reports.plot import CHART_FILE, plot_f1_by_mode
 from ..core.reports.report import float_metrics, mode_matrix
 from ..core.scoring.strict import AXES, score_keys, table_keys
 from ..core.tables import same_graphs
-from ..partitions import BY_MODE, mode_partitions, split_key
+from ..partitions import BY_MODE, fan_in, mode_partitions, split_key
 from ..resources import EvalsResource
 
 FRESH_GUARD = "fresh_recordings_distinct"
 DISTINCT_OUTPUTS = "distinct_outputs"
 
 
-def fan_in(context: AssetExecutionContext, input_name: str, value: Any) -> dict[str, Any]:
-    """Upstream partition key -> value, also when only one upstream partition exists.
-
-    Dagster's UPathIOManager hands a fan-in input over as a dict, except when exactly one
-    upstream partition maps in, when it hands over that value alone.
-    """
-    keys = [str(k) for k in context.asset_partition_keys_for_input(input_name)]
-    if isinstance(value, dict) and set(value) == set(keys):
-        return {str(k): v for k, v in value.items()}
-    if len(keys) == 1:
-        return {keys[0]: value}
-    raise TypeError(f"cannot read fan-in input {input_name!r} for partitions {keys}")
-
-
 def _by_backend(values: Mapping[str, Any]) -> dict[str, Any]:
     return {split_key(key)[0]: value for key, value in values.items()}
-
-
-# The judge model of verdicts stored before they recorded one.
-UNRECORDED_MODEL = "an unrecorded model"
-# A verdict table's `attrs` key (kept in its Parquet file): "ran", or why it holds no verdicts.
-JUDGE_STATUS = "judge_status"
-
-
-def not_judged_note(asset: str, partitions: Sequence[str], status: str) -> str:
-    """Upstream judging stored while judging was off: its emptiness is no verdict."""
-    return (
-        f"{asset}[{', '.join(partitions)}] was materialised when judging was {status!r}: "
-        f"{'they hold' if len(partitions) > 1 else 'it holds'} no verdicts, and this report "
-        f"shows none for {'them' if len(partitions) > 1 else 'it'}; re-materialise {asset}"
-    )
-
-
-def _judge_models(verdicts: pd.DataFrame) -> set[str]:
-    """The judge models a verdict table's rows came from."""
-    if verdicts.empty:
-        return set()
-    if "model" not in verdicts.columns:
-        return {UNRECORDED_MODEL}
-    return {m if isinstance(m, str) else UNRECORDED_MODEL for m in verdicts["model"]}
-
-
-def stale_judge_note(made_by: list[str], configured: str) -> str:
-    """Verdicts are stored assets: after the judge model changes, Dagster keeps the old ones
-    until they are re-materialised, and the report must not name the new model beside them."""
-    return (
-        f"judge verdicts in this report were made by {', '.join(made_by)}, not by the "
-        f"configured judge model {configured}: re-materialise judge_verdicts and "
-        "pairwise_tallies for this mode to judge with it"
-    )
 
 
 def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
@@ -197,44 +148,13 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         """The report for one ontology mode, as JSON and Markdown files."""
         mode = context.partition_key
         ontology = evals.ontology()
-        judge = {k: v for k, v in run_plan["judge"].items() if k != "planned_calls"}
-        judged: dict[str, Any] | None = None
-        verdict_models: set[str] = set()
-        notes = list(run_plan["notes"])  # run_plan[mode] plans this mode only
-        if judge["status"] != "skipped" and judge["mode"] in ("reference", "both"):
-            judge["status"] = "ran"
-            tables = {
-                name: table
-                for name, table in _by_backend(
-                    fan_in(context, "judge_verdicts", judge_verdicts)
-                ).items()
-                if name != evals.config.reference
-            }
-            unjudged = {  # stored while judging was off (a partial re-materialisation)
-                name: str(table.attrs.get(JUDGE_STATUS))
-                for name, table in tables.items()
-                if table.attrs.get(JUDGE_STATUS, "ran") != "ran"
-            }
-            for status in sorted(set(unjudged.values())):
-                names = [f"{n}|{mode}" for n, s in sorted(unjudged.items()) if s == status]
-                notes.append(not_judged_note("judge_verdicts", names, status))
-            judged = {
-                name: judged_scores(verdicts_from_rows(table.to_dict(orient="records")))
-                for name, table in tables.items()
-                if name not in unjudged
-            }
-            verdict_models |= {m for t in tables.values() for m in _judge_models(t)}
-        elif judge["status"] != "skipped":
-            judge["status"] = "ran"
-        pairwise = pairwise_tallies if judge["mode"] in ("pairwise", "both") else None
-        if pairwise is not None and pairwise.get("status") == "ran":
-            verdict_models.add(str(pairwise.get("model", UNRECORDED_MODEL)))
-        elif pairwise is not None and judge["status"] == "ran":
-            said = pairwise.get("reason") or pairwise.get("status")
-            notes.append(not_judged_note("pairwise_tallies", [mode], str(said)))
-        if others := sorted(verdict_models - {judge.get("model")}):
-            judge["verdict_models"] = sorted(verdict_models)
-            notes.append(stale_judge_note(others, str(judge.get("model"))))
+        judging = judging_section(
+            mode=mode,
+            plan_judge=run_plan["judge"],
+            reference=evals.config.reference,
+            verdicts=_by_backend(fan_in(context, "judge_verdicts", judge_verdicts)),
+            pairwise_tallies=pairwise_tallies,
+        )
         built = assemble_mode_report(
             mode=mode,
             reference=evals.config.reference,
@@ -246,10 +166,10 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                 "digest": run_plan["corpus_digest"],
                 "chunks": run_plan["scope"],
             },
-            judge=judge,
-            notes=notes,
-            judged=judged,
-            pairwise=pairwise,
+            judge=judging.judge,
+            notes=[*run_plan["notes"], *judging.notes],  # run_plan[mode] plans this mode only
+            judged=judging.judged,
+            pairwise=judging.pairwise,
         )
         markdown = render_mode_report(built)
         json_path, _md_path = write_report_files(
