@@ -206,8 +206,8 @@ def dry_run(config: EvalsConfig) -> str:
     if not config.bench.corpora:
         return plan.render()
     # The run materialises the bench too: its calls are part of what it would spend.
-    from .bench_cli import bench_plan
     from .core.bench.gold import load_gold
+    from .core.bench.plan import bench_plan
 
     golds = []
     for name, path in config.bench.corpora.items():

@@ -1,0 +1,115 @@
+"""What a bench run would do, for `--dry-run`: each gold corpus, each backend's source
+(replay, oracle, live, recording) and the extraction calls it would make, or why the run would
+abort. Loads cassettes and caches as the run does; calls and writes nothing."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..cassettes.cache import extraction_cache_path
+from ..cassettes.keys import extract_key
+from ..cassettes.record import check_record_target
+from ..cassettes.store import Cassette, load_cassette
+from ..config import EvalsConfig
+from ..errors import CassetteError
+from ..extractors.specs import BackendSpec
+from .gold import GoldCorpus
+from .runner import BENCH_BUDGETS
+
+
+def bench_plan(config: EvalsConfig, golds: Sequence[GoldCorpus]) -> str:
+    """What a bench run would do: gold corpora, each backend's source, planned calls."""
+    lines = ["bench plan (dry run: no call made, nothing written)"]
+    for gold in golds:
+        s = gold.summary()
+        extra = (
+            f", corpus {s['version']}, split {s['split']}, "
+            + ("publishable" if s["publishable"] else "not publishable")
+            if gold.kind == "cases"
+            else f", {len(s['categories'])} categories"
+        )
+        # Every extraction a row makes (recasts included), by cassette key: counted once per gold.
+        asked = Counter(extract_key(e, o) for e, o in gold.calls(config.bench.ontology_mode))
+        calls = asked.total()
+        lines.append(
+            f"gold {gold.name}: {gold.kind} {gold.path} ({gold.episode_count} episodes{extra})"
+        )
+        for name, spec in sorted(config.bench_specs.items()):
+            if spec.kind == "cassette":
+                source = f"replay {spec.cassette_path}"
+            elif spec.kind == "oracle":
+                source = "oracle (the gold graph: the ceiling, not a model)"
+            else:
+                source = f"live {spec.describe()}"
+            record = config.bench.record_cassette.get(name)
+            if record is not None:
+                source += f", recording to {record}"
+            if spec.kind == "cassette" and spec.cassette_path is not None:
+                lines.append(
+                    f"  {name}: {source}; " + _cassette_coverage(spec.cassette_path, asked)
+                )
+            elif spec.kind == "oracle":  # local: no call, nothing cached
+                lines.append(f"  {name}: {source}; {calls} extractions replayed, no calls")
+            elif record is not None:
+                lines.append(f"  {name}: {source}; " + _recording_plan(spec, record, asked))
+            else:
+                lines.append(f"  {name}: {source}; " + _cached_plan(config, name, gold, asked))
+    lines.append(f"output: {config.bench.output_dir}/<gold>/<stamp>.json and .md")
+    return "\n".join(lines)
+
+
+def _answered(cassette: Cassette, asked: Counter[str]) -> int:
+    """How many of `asked` (key -> times) `cassette` answers: a recast asks one key twice and
+    is served FIFO, so it needs two recorded answers."""
+    return sum(min(times, cassette.answers(key)) for key, times in asked.items())
+
+
+def _recording_plan(spec: BackendSpec, target: Path, asked: Counter[str]) -> str:
+    """The calls a recorded live backend makes: those its cassette does not already answer
+    (it is served what it holds), or why the run would refuse the cassette."""
+    try:
+        check_record_target(target, model=spec.recorded_model, budgets=BENCH_BUDGETS)
+        recorded = load_cassette(
+            target, consume=False, missing_ok=True, locked=True, skip_torn_tail=True
+        )
+    except CassetteError as exc:
+        return f"would abort: {exc}"
+    held = _answered(recorded, asked)
+    return f"{asked.total() - held} extraction calls planned, {held} already recorded"
+
+
+def _cached_plan(config: EvalsConfig, name: str, gold: GoldCorpus, asked: Counter[str]) -> str:
+    """The calls a live backend makes: those its bench extraction cache does not answer."""
+    path = extraction_cache_path(
+        config.cache_dir / "bench",
+        name,
+        config.bench_specs[name],
+        corpus_digest=gold.digest,
+        budgets=BENCH_BUDGETS,
+    )
+    try:
+        cached = load_cassette(path, consume=False, missing_ok=True, skip_torn_tail=True)
+    except CassetteError as exc:  # the run loads it the same way, and fails there
+        return f"would abort: {exc}"
+    held = _answered(cached, asked)
+    return f"{asked.total() - held} extraction calls planned, {held} already cached"
+
+
+def _cassette_coverage(path: Path, asked: Counter[str]) -> str:
+    """How many of the bench's extractions (`asked`: key -> times) a cassette can answer, or
+    why it cannot load (the real run would then fail): the check the main CLI's plan makes."""
+    try:
+        cassette = load_cassette(path, consume=False)
+    except CassetteError as exc:
+        return f"would abort: {exc}"
+    covered = _answered(cassette, asked)
+    calls = asked.total()
+    note = f"{len(cassette)} records, covers {covered} of {calls} extractions"
+    if covered < calls:
+        note += (
+            " (the rest fail as cassette misses: the cassette was recorded for other cases, "
+            "texts, prompts or schemas; record one for these)"
+        )
+    return note + ", no calls"
