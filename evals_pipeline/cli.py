@@ -137,8 +137,10 @@ def _path_flags(args: argparse.Namespace) -> dict[str, object]:
 
 
 def _with_judge_flags(config: EvalsConfig, args: argparse.Namespace) -> EvalsConfig:
-    """Judge flags given on the command line override the config's judge settings."""
-    given = {"model": args.judge_model, "mode": args.judge_mode, "cache": args.judge_cache}
+    """Judge flags given on the command line override the config's judge settings (a path
+    relative to the working directory)."""
+    cache = args.judge_cache.resolve() if args.judge_cache is not None else None
+    given = {"model": args.judge_model, "mode": args.judge_mode, "cache": cache}
     updates = {k: v for k, v in given.items() if v is not None}
     if not updates:
         return config
@@ -180,9 +182,6 @@ def _config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> EvalsC
     if args.all or args.limit:
         config = config.model_copy(update={"scope": "all" if args.all else args.limit})
     config = _with_judge_flags(config, args)
-    if args.judge_cache is not None:  # a flag path is relative to the working directory
-        judge = config.judge.model_copy(update={"cache": args.judge_cache.resolve()})
-        config = config.model_copy(update={"judge": judge})
     flagged = overrides or args.judge_cache is not None
     return config.check_inputs(f"{source} (with the flags given)" if flagged else source)
 
