@@ -87,7 +87,7 @@ async def with_retries(
     def wait(retry_state: Any) -> float:
         exc = retry_state.outcome.exception() if retry_state.outcome else None
         if isinstance(exc, Retryable) and exc.retry_after is not None:
-            return min(exc.retry_after, max_retry_after_s)
+            return min(float(exc.retry_after), max_retry_after_s)
         backoff = min(backoff_s * 2 ** (retry_state.attempt_number - 1), max_backoff_s)
         return backoff * random.uniform(0.75, 1.0)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .report import jsonable
+from .report import jsonable_dict
 
 
 def assemble_mode_report(
@@ -46,4 +46,4 @@ def assemble_mode_report(
     }
     if pairwise is not None:
         report["pairwise"] = dict(pairwise)
-    return jsonable(report)
+    return jsonable_dict(report)

@@ -49,6 +49,13 @@ def jsonable(value: Any) -> Any:
     raise TypeError(f"not JSON-serialisable in a report: {type(value).__name__}")
 
 
+def jsonable_dict(value: Mapping[str, Any]) -> dict[str, Any]:
+    """`jsonable` of a mapping, typed as the dict it returns."""
+    out = jsonable(value)
+    assert isinstance(out, dict)
+    return out
+
+
 def _int_sum(table: pd.DataFrame, column: str) -> int:
     return int(table[column].fillna(0).sum()) if len(table) else 0
 
@@ -135,7 +142,7 @@ def backend_summary(
     }
     if mode == "strict" and ontology is not None:
         summary["vocabulary_compliance"] = _vocabulary_compliance(ok_rows, ontology)
-    return jsonable(summary)
+    return jsonable_dict(summary)
 
 
 def _ordered_modes(modes: Sequence[str]) -> list[str]:
@@ -175,7 +182,9 @@ def mode_matrix(reports: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
                 "vocabulary_outside_rate": _outside_rate(summary),
             }
         matrix[backend] = row
-    return jsonable({"modes": modes, "reports": {m: reports[m] for m in modes}, "matrix": matrix})
+    return jsonable_dict(
+        {"modes": modes, "reports": {m: reports[m] for m in modes}, "matrix": matrix}
+    )
 
 
 def float_metrics(report: Mapping[str, Any]) -> dict[str, float]:
