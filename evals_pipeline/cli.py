@@ -63,8 +63,11 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="evals-pipeline",
         description="Did this prompt or model change make extraction worse?",
+        epilog="subcommands: bench, gate, compare (each has its own --help)",
     )
-    p.add_argument("--config", type=Path, help="project file (default evals.yaml)")
+    p.add_argument(
+        "--config", type=Path, help="project file (default $EVALS_CONFIG, else evals.yaml)"
+    )
     p.add_argument("--backend", action="append", default=[], metavar="NAME=SPEC")
     p.add_argument("--reference", metavar="NAME")
     scope = p.add_mutually_exclusive_group()

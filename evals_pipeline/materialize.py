@@ -395,7 +395,9 @@ def print_problems(outcome: MaterializeResult, *, verbose: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evals_pipeline.materialize")
-    parser.add_argument("--config", type=Path, default=None, help="default: evals.yaml")
+    parser.add_argument(
+        "--config", type=Path, default=None, help="default: $EVALS_CONFIG, else evals.yaml"
+    )
     parser.add_argument("--verbose", action="store_true", help="print Dagster's event log")
     args = parser.parse_args(argv)
     stop_on_sigterm()
