@@ -77,7 +77,11 @@ def bench_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> E
             output_dir=args.out,
         ),
     )
-    return config.check("evals-pipeline bench").resolved_against(Path.cwd())
+    return (
+        config.check("evals-pipeline bench")
+        .resolved_against(Path.cwd())
+        .check_outputs("command line")
+    )
 
 
 def main(argv: Sequence[str]) -> int:

@@ -192,6 +192,13 @@ def test_bench_cli_bad_input_is_a_usage_error_naming_it(
     assert str(missing) in capsys.readouterr().err
     assert cli_main(["bench", "--backend", "a=casette:path=x.jsonl"]) == 2
     assert "casette" in capsys.readouterr().err
+    afile = tmp_path / "afile"  # a path under a file: refused before the run, not after it
+    afile.write_text("")
+    for flag in (["--out", str(afile / "out")], ["--cache-dir", str(afile / "c")]):
+        assert cli_main(["bench", "--split", "test", *flag]) == 2
+        err = capsys.readouterr().err
+        assert f"cannot be made: {afile} is a file, not a folder" in err
+        assert "FAILED STEP" not in err
 
 
 def test_bench_dry_run_plans_and_writes_nothing(

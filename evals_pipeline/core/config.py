@@ -195,6 +195,11 @@ class EvalsConfig(BaseModel):
                 raise InputFileError(source, f"{path}: is a folder, not a file", field=field)
         if self.prices is not None and not self.prices.exists():
             raise InputFileError(source, f"{self.prices}: file not found", field="prices")
+        return self.check_outputs(source)
+
+    def check_outputs(self, source: Path | str) -> EvalsConfig:
+        """Every path a run writes can be made: a file where a folder goes is one error naming
+        the field before the run, not a failed step after it (and after its paid calls)."""
         written: list[tuple[str, Path | None]] = [
             ("output_dir", self.output_dir),
             ("cache_dir", self.cache_dir),
