@@ -32,7 +32,7 @@ from .core.claims.gate import (
     run_gate,
     write_baseline,
 )
-from .core.claims.golden import load_golden_set
+from .core.claims.golden import GoldenSet, load_golden_set
 from .core.claims.runner import record_golden_set
 from .core.claims.scoring import render_diffs_markdown, render_score_lines
 from .core.config import CONFIG_ENV, default_config_path, load_config
@@ -68,14 +68,15 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _paths(args: argparse.Namespace) -> tuple[Path, Path, bool]:
+def _paths(args: argparse.Namespace) -> tuple[Path, Path, bool, Path | None]:
     """`--golden` (with `--baseline` or its own baseline.json), else the project file's
     `golden_dir` / `claims_baseline` when there is a project file (a named one must exist),
-    else corpus/golden; and
-    whether the baseline was named (`--baseline`, `claims_baseline`) rather than defaulted."""
+    else corpus/golden; whether the baseline was named (`--baseline`, `claims_baseline`)
+    rather than defaulted; and the project file, where it sets `claims_gate: false`."""
     golden: Path | None = args.golden
     baseline: Path | None = args.baseline
     named = baseline is not None
+    switched_off: Path | None = None
     if golden is None:
         config_path = args.config or default_config_path()
         # A named project file (--config, EVALS_CONFIG) must exist: a typo there would
@@ -83,11 +84,13 @@ def _paths(args: argparse.Namespace) -> tuple[Path, Path, bool]:
         named_config = args.config is not None or bool(os.environ.get(CONFIG_ENV))
         if named_config or config_path.is_file():
             config = load_config(config_path)
+            if not config.claims_gate:
+                switched_off = config_path
             golden = config.golden_dir
             named = named or config.claims_baseline is not None
             baseline = baseline or config.claims_baseline_path
     golden = (golden or Path("corpus/golden")).resolve()
-    return golden, (baseline or golden / "baseline.json").resolve(), named
+    return golden, (baseline or golden / "baseline.json").resolve(), named, switched_off
 
 
 def _record(args: argparse.Namespace, golden_dir: Path, baseline: Path) -> int:
@@ -133,7 +136,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.backend is not None and args.mode != "live":
         parser.error("--backend is only used with --mode live --record")
     try:
-        golden_dir, baseline_path, named = _paths(args)
+        golden_dir, baseline_path, named, switched_off = _paths(args)
+        if switched_off is not None:  # as the driver and the asset graph have it
+            print(
+                f"claim gate off: {switched_off} sets claims_gate: false "
+                "(--golden DIR runs it on that golden set)"
+            )
+            return 0
         failed_calls = _record(args, golden_dir, baseline_path) if args.mode == "live" else 0
         golden = load_golden_set(golden_dir, baseline_path)
         # A named baseline must exist, unless this run writes it.
@@ -144,6 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"evals-pipeline gate: error: {exc}", file=sys.stderr)
         return USAGE_ERROR
     _print_report(report)
+    unwritten = False
     if args.output is not None:
         payload = {
             "scores": report.summary.to_dict(),
@@ -152,9 +162,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         try:
             write_text_atomic(args.output, report_json(payload))
-        except EvalsError as exc:  # a full disk, a file where its folder goes
+        except EvalsError as exc:  # a full disk: said, and exit 2 unless the gate says 1
             print(f"evals-pipeline gate: error: {exc}", file=sys.stderr)
-            return USAGE_ERROR
+            unwritten = True
+    outcome = _outcome(args, report, golden, baseline_path, failed_calls)
+    return outcome if outcome or not unwritten else USAGE_ERROR
+
+
+def _outcome(
+    args: argparse.Namespace,
+    report: GateReport,
+    golden: GoldenSet,
+    baseline_path: Path,
+    failed_calls: int,
+) -> int:
+    """The exit code of the gate, its live calls and the baseline write: 1 where the gate or a
+    call failed, 2 where the baseline could not be written."""
     if failed_calls:
         print(f"{failed_calls} live call(s) failed; their recordings were not refreshed")
         return 1

@@ -240,6 +240,29 @@ def test_cli_f1_drop_prints_every_missed_claim(
             assert f"FN (golden, missed): {claim}" in out.out
 
 
+@pytest.mark.parametrize("project", ["drop"], indirect=True)
+def test_cli_claims_gate_false_in_the_project_file_runs_no_gate(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As the driver and the asset graph: the project switched it off. It had run (and failed)."""
+    config = project / "evals.yaml"
+    config.write_text(config.read_text() + "claims_gate: false\n")
+    assert cli_main(["gate"]) == 0
+    assert f"claim gate off: {config} sets claims_gate: false" in capsys.readouterr().out
+    assert cli_main(["gate", "--golden", str(project / "golden")]) == 1  # asked for by name
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize(("project", "code"), [("drop", 1), ("pass", 2)], indirect=["project"])
+def test_cli_an_output_that_cannot_be_written_does_not_hide_the_gate(
+    project: Path, code: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A failing gate still exits 1 (it had been 2, the write's code); a passing one exits 2."""
+    assert cli_main(["gate", "--output", "/dev/full"]) == code
+    err = capsys.readouterr().err
+    assert "No space left on device" in err
+
+
 @pytest.mark.parametrize("project", ["pass"], indirect=True)
 def test_cli_prompt_edit_without_re_recording_fails(
     project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
