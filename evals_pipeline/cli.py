@@ -261,6 +261,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("run failed; downstream assets were not materialised", file=sys.stderr)
         return 1
     reports = [config.output_dir / mode / "report.json" for mode in config.active_modes]
+    for path in reports:
+        print(f"report: {path.with_suffix('.md')}")
     if args.output is not None:
         # One mode: that mode's report. Several: the mode matrix (which holds every report).
         source = reports[0] if len(reports) == 1 else config.output_dir / "mode_matrix.json"
@@ -269,9 +271,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         except EvalsError as exc:  # a full disk: the reports under output_dir are written
             print(f"evals-pipeline: error: {exc}", file=sys.stderr)
             return USAGE_ERROR
-    for path in reports:
-        print(f"report: {path.with_suffix('.md')}")
-    if args.output is not None:
         print(f"report JSON: {args.output}")
     return 0
 

@@ -55,6 +55,6 @@ def main(argv: Sequence[str]) -> int:
         try:
             write_text_atomic(args.json, text)
         except EvalsError as exc:  # a file where its folder goes, a full disk
-            print(f"evals-pipeline compare: {exc}", file=sys.stderr)
+            print(f"evals-pipeline compare: error: {exc}", file=sys.stderr)
             return 2
     return 0

@@ -45,8 +45,9 @@ def test_output_on_a_full_disk_is_one_error_line(
     """The copy after the run had ended in an OSError traceback."""
     config = write_config(tmp_path, ["open"])
     assert main(["--config", str(config), "--output", "/dev/full"]) == 2
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert "evals-pipeline: error: /dev/full" in err and "No space left on device" in err
+    assert f"report: {tmp_path / 'reports' / 'open' / 'report.md'}" in out
     assert (tmp_path / "reports" / "open" / "report.json").is_file()  # the run's are written
 
 
