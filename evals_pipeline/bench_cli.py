@@ -90,7 +90,8 @@ def main(argv: Sequence[str]) -> int:
     from dagster import DagsterInstance
 
     from .graph import build_definitions
-    from .materialize import MaterializeResult, bench_spend, materialize_bench, print_problems
+    from .materialize import materialize_bench
+    from .run_summary import MaterializeResult, bench_spend, print_problems
 
     try:
         config = bench_config(args, parser)

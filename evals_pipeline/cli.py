@@ -244,7 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.dry_run:
             print(dry_run(config))
             return 0
-        from .materialize import materialize_all, print_problems, print_summary, stop_on_sigterm
+        from .materialize import materialize_all, stop_on_sigterm
+        from .run_summary import print_problems, print_summary
 
         stop_on_sigterm()
 

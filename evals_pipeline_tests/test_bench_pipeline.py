@@ -342,7 +342,7 @@ def test_a_failed_step_is_named_with_its_error_in_one_line(
 def test_a_live_bench_backend_counts_its_llm_requests_beside_its_calls(tmp_path: Path) -> None:
     """A bench backend's retried call sent two requests: the summary says what was billed, as
     it does for the extraction calls (it had said only how many calls)."""
-    from evals_pipeline.materialize import bench_spend
+    from evals_pipeline.run_summary import bench_spend
     from evals_pipeline_tests.support.deterministic_backend import openai_responder
     from evals_pipeline_tests.support.llm_servers import LoopbackLLMServer, openai_error
 

@@ -510,7 +510,8 @@ def test_a_step_that_fails_after_paid_calls_still_counts_them(
 def test_the_summary_says_when_calls_were_stopped_mid_flight(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from evals_pipeline.materialize import MaterializeResult, _count, print_summary
+    from evals_pipeline.materialize import _count
+    from evals_pipeline.run_summary import MaterializeResult, print_summary
 
     outcome = MaterializeResult()
     _count(

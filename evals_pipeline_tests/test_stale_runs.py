@@ -31,7 +31,8 @@ from dagster._core.events import EngineEventData
 from evals_pipeline import stale_runs
 from evals_pipeline.assets.extraction import LLM_POOL
 from evals_pipeline.graph import build_definitions
-from evals_pipeline.materialize import INSTANCE_LOCK, _creating, default_instance, materialize_all
+from evals_pipeline.instance import INSTANCE_LOCK, _creating, default_instance
+from evals_pipeline.materialize import materialize_all
 from evals_pipeline.stale_runs import (
     LEASE_TAG,
     PROCESS_TAG,
@@ -313,7 +314,7 @@ def test_two_drivers_opening_a_new_instance_at_once_both_start(tmp_path: Path) -
     ready.mkdir()
     script = (
         "import sys, time, pathlib\n"
-        "from evals_pipeline.materialize import default_instance\n"
+        "from evals_pipeline.instance import default_instance\n"
         "ready = pathlib.Path(sys.argv[1])\n"
         "(ready / sys.argv[2]).touch()\n"
         "deadline = time.monotonic() + 120\n"
