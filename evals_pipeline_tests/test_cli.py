@@ -298,6 +298,25 @@ def test_a_bad_prices_file_fails_the_plan(
     assert f"{prices} [m.input_per_1m]" in err and "finite number" in err
 
 
+def test_prices_on_the_command_line_cost_a_backend_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run built with --backend reads no project file: --prices is its only way to a cost."""
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"rules-tidy": {"input_per_1m": 3.0, "output_per_1m": 15.0}}))
+    args = [
+        "--backend", "oracle=oracle", "--backend", f"rules=cassette:path={RULES}",
+        "--reference", "oracle", "--corpus", str(CORPUS), "--limit", "2",
+        "--output-dir", str(tmp_path / "r"), "--cache-dir", str(tmp_path / "c"),
+    ]  # fmt: skip
+    assert main([*args, "--prices", str(prices), "--output", str(tmp_path / "out.json")]) == 0
+    report = json.loads((tmp_path / "out.json").read_text())
+    assert report["backends"]["rules"]["cost_usd"] > 0
+    prices.write_text(json.dumps({"m": {"input_per_1m": -3, "output_per_1m": 15}}))
+    assert main([*args, "--prices", str(prices), "--dry-run"]) == 2  # before any call
+    assert f"{prices} [m.input_per_1m]" in capsys.readouterr().err
+
+
 def test_an_empty_corpus_is_an_error_not_a_perfect_score(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
