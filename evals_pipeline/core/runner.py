@@ -23,6 +23,17 @@ from .options import ExtractOptions
 T = TypeVar("T")
 
 
+async def gather_all(calls: Sequence[Awaitable[T]]) -> list[T]:
+    """Every call's result; the first error (in the calls' order) raised once all have ended,
+    so that no call in flight outlives its step (its client closed under it, what it paid for
+    unrecorded)."""
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return cast(list[T], results)
+
+
 @dataclass(frozen=True)
 class ChunkRun:
     """One chunk's extraction: an outcome, or an error with what it cost."""
@@ -121,12 +132,7 @@ async def run_each(
         # Every chunk in flight runs to its end before the first error is raised: it would
         # otherwise outlive its step, its client closed under it, and the calls it had paid
         # for would go unrecorded. Chunks not yet started do not start after such an error.
-        outcomes = await asyncio.gather(
-            *(one(i, e) for i, e in enumerate(episodes)), return_exceptions=True
-        )
-    for outcome in outcomes:
-        if isinstance(outcome, BaseException):
-            raise outcome
+        await gather_all([one(i, e) for i, e in enumerate(episodes)])
 
 
 async def _one_after_another(

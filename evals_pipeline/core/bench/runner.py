@@ -25,7 +25,7 @@ from ..ontology import Ontology
 from ..options import DEFAULT_MAX_TOKENS_EDGES, DEFAULT_MAX_TOKENS_ENTITIES, ExtractOptions
 from ..prices import cost_usd
 from ..reports.files import write_text_atomic
-from ..runner import ChunkRun, extract_all, run_sync
+from ..runner import ChunkRun, extract_all, gather_all, run_sync
 from .corpus import BenchCase, BenchCorpus, BenchEpisode
 from .metrics import episode_counts, first_reply, pooled_rates, recast_counts
 from .slice import slice_schema
@@ -105,11 +105,7 @@ def run_bench(
 
         async def cast_each(jobs: list[tuple[Episode, Ontology]]) -> list[ChunkRun]:
             """Every job; those in flight finish before the first error is raised."""
-            done = await asyncio.gather(*(one(*job) for job in jobs), return_exceptions=True)
-            for outcome in done:
-                if isinstance(outcome, BaseException):
-                    raise outcome
-            return [run for run in done if isinstance(run, ChunkRun)]
+            return await gather_all([one(*job) for job in jobs])
 
         try:
             firsts = await cast_each([(p[2], p[3]) for p in plan])

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..extractors.base import ChatTransport
-from ..runner import run_sync
+from ..runner import gather_all, run_sync
 from .extractor import Claim, ClaimCallFailed, ClaimExtraction, ClaimExtractor, RecordedTransport
 from .golden import GoldenExample, GoldenSet
 from .prompt import current_prompt, prompt_fingerprint
@@ -187,15 +187,9 @@ async def _record(
     try:
         # Calls in flight finish (and are recorded where they can be) before the first error is
         # raised: the client must not close under them. No call starts after such an error.
-        done = await asyncio.gather(
-            *(guarded(e) for e in golden if wanted is None or e.id in wanted),
-            return_exceptions=True,
-        )
+        await gather_all([guarded(e) for e in golden if wanted is None or e.id in wanted])
     finally:
         await extractor.aclose()
-    for outcome in done:
-        if isinstance(outcome, BaseException):
-            raise outcome
     return RecordResult(tuple(sorted(written)), tuple(sorted(failed)))
 
 

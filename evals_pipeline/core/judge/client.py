@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -23,17 +22,6 @@ from ..parsing import parse_structured
 from .cache import JudgeCache, judge_key
 
 V = TypeVar("V", bound=BaseModel)
-T = TypeVar("T")
-
-
-async def gather_all(calls: Sequence[Awaitable[T]]) -> list[T]:
-    """Every call's result; the first error raised once all have ended, so that no call in
-    flight outlives its step (its client closed under it, its verdict paid for and lost)."""
-    results = await asyncio.gather(*calls, return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
-    return cast(list[T], results)
 
 
 class JudgeClient:

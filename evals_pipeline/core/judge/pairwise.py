@@ -22,7 +22,8 @@ from pydantic import BaseModel, ConfigDict
 
 from ..errors import CassetteWriteError, EvalsError
 from ..models import ExtractionResult
-from .client import JudgeClient, gather_all
+from ..runner import gather_all
+from .client import JudgeClient
 from .prompts import AXES, render_pairwise
 
 CALIBRATION_BAND_LOW = 0.45

@@ -15,8 +15,9 @@ from pydantic import BaseModel, ConfigDict
 
 from ..errors import CassetteWriteError, EvalsError
 from ..models import ExtractionResult
+from ..runner import gather_all
 from ..scoring.strict import PRF
-from .client import JudgeClient, gather_all
+from .client import JudgeClient
 from .prompts import AXES, axis_items, render_reference
 
 
