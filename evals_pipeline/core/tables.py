@@ -151,23 +151,16 @@ _DTYPES = {
 }
 
 
-def row_result(entities: object, edges: object) -> ExtractionResult | None:
-    graph = _graph_cells(entities, edges)
-    if graph is None:
-        return None
-    return ExtractionResult(
-        entities=ENTITY_LIST.validate_json(graph[0]), edges=EDGE_LIST.validate_json(graph[1])
-    )
-
-
 @gc_paused()
 def table_results(table: pd.DataFrame) -> dict[str, ExtractionResult | None]:
     """chunk -> parsed graph, or None where that chunk's extraction failed."""
     return {
-        str(chunk): row_result(ents, edges)
-        for chunk, ents, edges in zip(
-            table["chunk"], table["entities"], table["edges"], strict=True
+        chunk: None
+        if cells is None
+        else ExtractionResult(
+            entities=ENTITY_LIST.validate_json(cells[0]), edges=EDGE_LIST.validate_json(cells[1])
         )
+        for chunk, cells in _row_cells(table)
     }
 
 
@@ -179,24 +172,24 @@ def table_graph_json(table: pd.DataFrame) -> Iterator[tuple[str, Graph | None]]:
     by row: for readers that need a few fields of every item (scoring), not the models, and
     not every row's graph at once. The cells are our own serialiser's JSON, read with
     pydantic's parser (a third faster than json.loads here; NaN and Infinity read alike)."""
-    columns = (table["chunk"].tolist(), table["entities"].tolist(), table["edges"].tolist())
-    for chunk, ents, edges in zip(*columns, strict=True):
-        cells = _graph_cells(ents, edges)
-        yield str(chunk), None if cells is None else (from_json(cells[0]), from_json(cells[1]))
+    for chunk, cells in _row_cells(table):
+        yield chunk, None if cells is None else (from_json(cells[0]), from_json(cells[1]))
 
 
 def same_graphs(a: pd.DataFrame, b: pd.DataFrame) -> int | None:
     """The number of chunks two extraction tables extracted, where they hold exactly the same
     graphs for the same chunks (and fail the same others); else None, and None where neither
     extracted anything. Compared as the JSON cells, which one serialiser writes alike."""
-
-    def cells(table: pd.DataFrame) -> dict[str, tuple[str, str] | None]:
-        columns = (table["chunk"].tolist(), table["entities"].tolist(), table["edges"].tolist())
-        return {str(c): _graph_cells(e, d) for c, e, d in zip(*columns, strict=True)}
-
-    first, second = cells(a), cells(b)
+    first, second = dict(_row_cells(a)), dict(_row_cells(b))
     extracted = sum(1 for graph in first.values() if graph is not None)
     return extracted if first == second and extracted else None
+
+
+def _row_cells(table: pd.DataFrame) -> Iterator[tuple[str, tuple[str, str] | None]]:
+    """(chunk, its entities and edges JSON, or None where its extraction failed), row by row."""
+    columns = (table["chunk"].tolist(), table["entities"].tolist(), table["edges"].tolist())
+    for chunk, entities, edges in zip(*columns, strict=True):
+        yield str(chunk), _graph_cells(entities, edges)
 
 
 def _graph_cells(entities: object, edges: object) -> tuple[str, str] | None:
