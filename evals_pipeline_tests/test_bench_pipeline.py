@@ -185,7 +185,7 @@ def test_bench_cli_splits_publishability_and_compare(
 
 
 def test_bench_cli_bad_input_is_a_usage_error_naming_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     missing = tmp_path / "nope.jsonl"
     assert cli_main(["bench", "--gold", f"x={missing}", "--out", str(tmp_path)]) == 2
@@ -199,6 +199,13 @@ def test_bench_cli_bad_input_is_a_usage_error_naming_it(
         err = capsys.readouterr().err
         assert f"cannot be made: {afile} is a file, not a folder" in err
         assert "FAILED STEP" not in err
+    # Two backends recording into one file, named relatively and absolutely: refused up front.
+    monkeypatch.chdir(tmp_path)  # were it not refused, the run would record there, not here
+    both = ["--backend", "x=oracle", "--backend", "y=oracle", "--out", str(tmp_path / "o")]
+    rec = ["--record-cassette", "x=r.jsonl", "--record-cassette", f"y={Path.cwd() / 'r.jsonl'}"]
+    assert cli_main(["bench", *both, *rec]) == 2
+    assert "[bench.record_cassette.y]" in (err := capsys.readouterr().err)
+    assert "x records into it too" in err
 
 
 def test_bench_dry_run_plans_and_writes_nothing(

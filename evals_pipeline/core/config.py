@@ -198,8 +198,9 @@ class EvalsConfig(BaseModel):
         return self.check_outputs(source)
 
     def check_outputs(self, source: Path | str) -> EvalsConfig:
-        """Every path a run writes can be made: a file where a folder goes is one error naming
-        the field before the run, not a failed step after it (and after its paid calls)."""
+        """Every path a run writes can be made, and no two bench backends record into one file:
+        each is one error naming the field before the run, not a failed step after it (and
+        after its paid calls)."""
         written: list[tuple[str, Path | None]] = [
             ("output_dir", self.output_dir),
             ("cache_dir", self.cache_dir),
@@ -211,6 +212,17 @@ class EvalsConfig(BaseModel):
         for field, path in written:
             if path is not None and (why := cannot_be_made(path)) is not None:
                 raise InputFileError(source, f"{path}: {why}", field=field)
+        # The bench's own guard (the prose run's plan has one: recording_targets). On resolved
+        # paths, so a relative, an absolute and a symlinked name of one file are one file.
+        first: dict[Path, str] = {}
+        for name, path in self.bench.record_cassette.items():
+            if (other := first.setdefault(path.resolve(), name)) != name:
+                raise InputFileError(
+                    source,
+                    f"{path}: {other} records into it too, and each would be served the "
+                    "other's answers; give each its own file",
+                    field=f"bench.record_cassette.{name}",
+                )
         if self.judge.cache.is_dir():
             raise InputFileError(
                 source,
@@ -289,17 +301,6 @@ def _check_backends(
             raise InputFileError(
                 source, f"no {what} named {name!r}", field=f"{prefix}record_cassette.{name}"
             )
-    if prefix:  # the bench's: the prose run's plan has a guard for this (recording_targets)
-        first: dict[str, str] = {}
-        for name, path in record_cassette.items():
-            where = os.path.normpath(path)
-            if (other := first.setdefault(where, name)) != name:
-                raise InputFileError(
-                    source,
-                    f"{path}: {other} records into it too, and each would be served the "
-                    "other's answers; give each its own file",
-                    field=f"{prefix}record_cassette.{name}",
-                )
 
 
 def load_config(path: Path | str) -> EvalsConfig:
