@@ -8,6 +8,8 @@ temp dir, so the leak scan that runs last can read everything the suite wrote.
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,3 +48,13 @@ def suite_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     root.removeHandler(handler)
     root.setLevel(previous)
     handler.close()
+
+
+@pytest.fixture
+def shared_folder() -> Iterator[Path]:
+    """A folder another user can reach (pytest's tmp_path is under a 0700 folder)."""
+    folder = Path(tempfile.mkdtemp(prefix="evals-locks-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dagster import AssetCheckKey, AssetCheckSeverity, AssetKey, DagsterInstance, MetadataValue
+from dagster import AssetCheckKey, AssetCheckSeverity, AssetKey, DagsterInstance
 
 from evals_pipeline.assets.extraction import COVERAGE_CHECK
 from evals_pipeline.core.cassettes.store import load_cassette
@@ -505,30 +505,6 @@ def test_a_step_that_fails_after_paid_calls_still_counts_them(
     assert outcome.extraction_calls == 3  # two recorded, the third's record would not fit
     assert outcome.llm_requests == len(server.requests) == 2 * 3
     assert len(load_cassette(cassette)) == 2  # what was written stays
-
-
-def test_the_summary_says_when_calls_were_stopped_mid_flight(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    from evals_pipeline.materialize import _count
-    from evals_pipeline.run_summary import MaterializeResult, print_summary
-
-    outcome = MaterializeResult()
-    _count(
-        {"extraction_calls": MetadataValue.int(5), "calls_interrupted": MetadataValue.int(2)},
-        outcome,
-    )
-    print_summary(outcome)
-    assert "5 extraction calls (0 LLM requests; 2 stopped mid-call" in capsys.readouterr().err
-    bench = MaterializeResult()
-    _count(
-        {"bench_calls": MetadataValue.int(3), "bench_calls_interrupted": MetadataValue.int(1)},
-        bench,
-    )
-    print_summary(bench)
-    assert "3 bench calls (0 LLM requests; 1 stopped mid-call" in capsys.readouterr().err
-    print_summary(MaterializeResult())
-    assert "stopped" not in capsys.readouterr().err
 
 
 def test_claims_gate_false_runs_no_claim_asset_and_warns_of_nothing(

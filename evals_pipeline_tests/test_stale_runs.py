@@ -7,17 +7,14 @@ killed driver's), held by another process (a live one's), or missing (another ma
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import os
-import shutil
 import signal
 import socket
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -31,7 +28,7 @@ from dagster._core.events import EngineEventData
 from evals_pipeline import stale_runs
 from evals_pipeline.assets.extraction import LLM_POOL
 from evals_pipeline.graph import build_definitions
-from evals_pipeline.instance import INSTANCE_LOCK, _creating, default_instance
+from evals_pipeline.instance import default_instance
 from evals_pipeline.materialize import materialize_all
 from evals_pipeline.stale_runs import (
     LEASE_TAG,
@@ -45,6 +42,7 @@ from evals_pipeline.stale_runs import (
     wait_for_slot,
 )
 from evals_pipeline_tests.pipeline_fixtures import RULES, make_config
+from evals_pipeline_tests.support.locks import token_is_held, without_write_access
 
 POOL_LIMIT_1 = "concurrency:\n  pools:\n    default_limit: 1\ntelemetry:\n  enabled: false\n"
 
@@ -306,44 +304,6 @@ def test_two_drivers_do_not_both_pass_a_check_that_saw_one_free_slot(
     assert said and "another driver about to start its run" in said[0]
 
 
-def test_two_drivers_opening_a_new_instance_at_once_both_start(tmp_path: Path) -> None:
-    """The first process to open a new SQLite instance creates its tables; two at once both
-    did, and one died on a raw "table runs already exists". Three start together, three times
-    (each waits, its imports done, until all nine are ready)."""
-    ready = tmp_path / "ready"
-    ready.mkdir()
-    script = (
-        "import sys, time, pathlib\n"
-        "from evals_pipeline.instance import default_instance\n"
-        "ready = pathlib.Path(sys.argv[1])\n"
-        "(ready / sys.argv[2]).touch()\n"
-        "deadline = time.monotonic() + 120\n"
-        "while len(list(ready.iterdir())) < 9 and time.monotonic() < deadline:\n"
-        "    time.sleep(0.005)\n"
-        "instance = default_instance()\n"
-        "instance.event_log_storage.get_concurrency_info('llm')\n"
-    )
-    procs = []
-    for pair in range(3):
-        home = tmp_path / f"home{pair}"
-        home.mkdir()
-        (home / "dagster.yaml").write_text(POOL_LIMIT_1)
-        env = {**os.environ, "DAGSTER_HOME": str(home)}
-        for one in range(3):
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, "-c", script, str(ready), f"{pair}.{one}"],
-                    env=env,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                )
-            )
-    failures = [
-        err for proc in procs for err in [proc.communicate(timeout=180)[1]] if proc.returncode
-    ]
-    assert failures == []
-
-
 def test_the_driver_runs_past_a_killed_runs_slot(instance: DagsterInstance, tmp_path: Path) -> None:
     """Without the reclaim, the first extraction step waits in Dagster's loop for ever."""
     lease, _ = _lease_file(instance)
@@ -551,12 +511,12 @@ def test_a_token_past_a_lowered_limit_is_given_back(tmp_path: Path) -> None:
             while not said and time.monotonic() < deadline:
                 time.sleep(0.01)
             assert said and "limit 2" in said[0]
-            assert _token_is_held(tokens / f"{LLM_POOL}.1.lock")
+            assert token_is_held(tokens / f"{LLM_POOL}.1.lock")
             instance.event_log_storage.set_concurrency_slots(LLM_POOL, 1)
             deadline = time.monotonic() + 20
-            while _token_is_held(tokens / f"{LLM_POOL}.1.lock") and time.monotonic() < deadline:
+            while token_is_held(tokens / f"{LLM_POOL}.1.lock") and time.monotonic() < deadline:
                 time.sleep(0.02)
-            assert not _token_is_held(tokens / f"{LLM_POOL}.1.lock"), "kept token 1 at limit 1"
+            assert not token_is_held(tokens / f"{LLM_POOL}.1.lock"), "kept token 1 at limit 1"
         finally:
             holder.kill()
             other.kill()
@@ -564,17 +524,6 @@ def test_a_token_past_a_lowered_limit_is_given_back(tmp_path: Path) -> None:
             other.wait()
         waiter.join(timeout=20)
         assert not waiter.is_alive()
-
-
-def _token_is_held(path: Path) -> bool:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
 
 
 def test_gone_drivers_lease_files_are_pruned_once_old_and_unnamed(
@@ -614,38 +563,6 @@ def test_a_lease_named_by_a_run_that_took_a_slot_meanwhile_is_put_back(
     assert path.exists() and stale_runs.lease_state(instance, lease) == "free"
 
 
-NOBODY = 65534
-
-
-@contextlib.contextmanager
-def _without_write_access(folder: Path, *files: Path) -> Iterator[None]:
-    """`folder` and `files` made unwritable for this process for real: as root (who passes
-    permission bits), by running as `nobody` for the block (the effective uid only, so root's
-    comes back); otherwise by taking the write bits off."""
-    root = os.geteuid() == 0
-    for file in files:
-        file.chmod(0o644 if root else 0o444)
-    folder.chmod(0o755 if root else 0o555)
-    if root:
-        os.seteuid(NOBODY)
-    try:
-        yield
-    finally:
-        if root:
-            os.seteuid(0)
-        folder.chmod(0o755)
-
-
-@pytest.fixture
-def shared_folder() -> Iterator[Path]:
-    """A folder another user can reach (pytest's tmp_path is under a 0700 folder)."""
-    folder = Path(tempfile.mkdtemp(prefix="evals-locks-"))
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
 def test_a_lock_file_this_user_cannot_write_is_locked_through_a_read_only_descriptor(
     shared_folder: Path,
 ) -> None:
@@ -653,25 +570,12 @@ def test_a_lock_file_this_user_cannot_write_is_locked_through_a_read_only_descri
     refused, and the lock is taken on a read-only descriptor, which local file systems allow."""
     path = shared_folder / "token.lock"
     path.touch()
-    with _without_write_access(shared_folder, path):
+    with without_write_access(shared_folder, path):
         fd = stale_runs.open_lock_file(path, create=False)
         try:
             assert fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            assert _token_is_held(path)  # a second open file cannot take it meanwhile
+            assert token_is_held(path)  # a second open file cannot take it meanwhile
         finally:
             os.close(fd)
-    assert not _token_is_held(path)
-
-
-def test_an_instance_home_this_user_cannot_write_opens_without_the_creation_lock(
-    shared_folder: Path,
-) -> None:
-    """A read-only DAGSTER_HOME (an instance another user set up): no lock file can be made
-    there, and none is needed, since no one creates an instance in it."""
-    with _without_write_access(shared_folder), _creating(shared_folder):
-        pass
-    assert not (shared_folder / INSTANCE_LOCK).exists()
-    with _creating(shared_folder):  # writable again: the lock file is made and released
-        assert _token_is_held(shared_folder / INSTANCE_LOCK)
-    assert not _token_is_held(shared_folder / INSTANCE_LOCK)
+    assert not token_is_held(path)

@@ -1,0 +1,42 @@
+"""File-lock and permission helpers for the lock tests (stale_runs' and the instance's)."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+NOBODY = 65534
+
+
+def token_is_held(path: Path) -> bool:
+    """Whether another open file holds an flock on `path`."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+@contextlib.contextmanager
+def without_write_access(folder: Path, *files: Path) -> Iterator[None]:
+    """`folder` and `files` made unwritable for this process for real: as root (who passes
+    permission bits), by running as `nobody` for the block (the effective uid only, so root's
+    comes back); otherwise by taking the write bits off."""
+    root = os.geteuid() == 0
+    for file in files:
+        file.chmod(0o644 if root else 0o444)
+    folder.chmod(0o755 if root else 0o555)
+    if root:
+        os.seteuid(NOBODY)
+    try:
+        yield
+    finally:
+        if root:
+            os.seteuid(0)
+        folder.chmod(0o755)
