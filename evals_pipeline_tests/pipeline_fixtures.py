@@ -16,6 +16,8 @@ ONTOLOGY = REPO / "ontologies" / "prose.yaml"
 RULES = REPO / "corpus" / "cassettes" / "rules.jsonl"
 SLOPPY = REPO / "corpus" / "cassettes" / "sloppy.jsonl"
 CASES = REPO / "corpus" / "cases"  # the exact-match bench corpus
+BENCH_RULES = REPO / "corpus" / "cassettes" / "bench-rules.jsonl"
+BENCH_SLOPPY = REPO / "corpus" / "cassettes" / "bench-sloppy.jsonl"
 BENCH_SCHEMAS = REPO / "ontologies" / "bench"
 
 
