@@ -204,11 +204,14 @@ def _first_problem(
     first = errors[0]
     loc = tuple(first["loc"])
     message = problem(first) if problem is not None else first["msg"]
+    if problem is None and first["type"] == "model_type":  # not "... instance of _Expected"
+        message = "Input should be a mapping of fields"
     at = _value_at(data, loc[:-1])
-    members = [
+    members = [  # none for an error at the top (loc ()), which has no field to group under
         e
         for e in errors
-        if len(e["loc"]) == len(loc)
+        if loc
+        and len(e["loc"]) == len(loc)
         and tuple(e["loc"])[:-1] == loc[:-1]
         and isinstance(e["loc"][-1], str)
         and e["type"] not in ("missing", "extra_forbidden")

@@ -156,6 +156,10 @@ def test_a_price_error_names_the_model_it_belongs_to(tmp_path: Path) -> None:
     with pytest.raises(InputFileError, match="valid number") as err:
         load_prices(path)
     assert err.value.field == "m.input_per_1m"
+    path.write_text('{"m": 5}')  # an error with no field under the model's: an IndexError
+    with pytest.raises(InputFileError, match="should be a mapping of fields") as err:
+        load_prices(path)
+    assert err.value.field == "m"
     path.write_text('{"m": {"input_per_1m": 3, "output_per_1m": 2.5}}')  # an integer is a number
     assert load_prices(path)["m"]["input_per_1m"] == 3.0
 

@@ -241,6 +241,10 @@ def _load_splits(root: Path, known: set[str]) -> dict[str, Split]:
         if not isinstance(cases, list):
             raise InputFileError(path, "a split must be a list of family/instance", field=name)
         for i, case in enumerate(cases):
+            if not isinstance(case, str):
+                raise InputFileError(
+                    path, f"a case is named family/instance, not {case!r}", field=f"{name}[{i}]"
+                )
             if case not in known:
                 raise InputFileError(path, f"unknown case {case!r}", field=f"{name}[{i}]")
             if case in out:

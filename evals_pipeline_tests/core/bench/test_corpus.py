@@ -202,6 +202,7 @@ def test_missing_and_unknown_episodes_are_named(tmp_path: Path) -> None:
         ({"dev": ["mini/rail", "mini/tram"]}, "dev[1]", "unknown case"),
         ({"dev": ["mini/rail"], "test": ["mini/rail"]}, "test[0]", "in two splits"),
         ({"train": ["mini/rail"]}, "train", "unknown split"),
+        ({"dev": [{"a": 1}]}, "dev[0]", "a case is named family/instance"),  # was a TypeError
     ],
 )
 def test_splits_errors_name_the_field(
@@ -248,3 +249,10 @@ def test_a_folder_where_a_case_file_goes_is_named(tmp_path: Path) -> None:
     assert err.value.path == episodes
     with pytest.raises(InputFileError, match="is a folder"):
         corpus_digest(root)
+
+
+def test_an_episode_with_nothing_under_it_is_named(tmp_path: Path) -> None:
+    # `ep-1:` and nothing under it, an easy slip when adding a case: had been an IndexError.
+    with pytest.raises(InputFileError, match="should be a mapping of fields") as err:
+        load_bench_corpus(write_corpus(tmp_path, expected_yaml={"ep-1": None}))
+    assert (err.value.path.name, err.value.field) == ("expected.yaml", "ep-1")
