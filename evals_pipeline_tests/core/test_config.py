@@ -167,7 +167,7 @@ def test_an_input_or_output_path_that_cannot_be_used_names_its_field(
     text = text.replace("corpus: chunks.jsonl\ncorpus: .", "corpus: .")
     path = write(tmp_path, text)
     with pytest.raises(InputFileError) as err:
-        load_config(path).check_outputs(path)
+        load_config(path).check_inputs(path)
     assert err.value.field == field
     assert problem in str(err.value) and str(path) in str(err.value)
 
