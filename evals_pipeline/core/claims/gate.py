@@ -22,13 +22,14 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationInfo, field_validator
 
 from ..errors import EvalsError, InputFileError
 from ..files import load_json, validate_file_model
 from ..reports.files import write_text_atomic
+from ..scoring.strict import PRF
 from .golden import GoldenSet
 from .recordings import now_iso
 from .runner import ReplayResult, replay_golden_set
@@ -52,15 +53,38 @@ class BaselineRefused(EvalsError):
     """The baseline writer will not describe anything but verified, current recordings."""
 
 
+# Strict, finite, in [0, 1]: a NaN f1 had passed every gate (no drop is > NaN), and "0.99" or
+# true had been read as numbers.
+_Score = Annotated[float, Field(strict=True, ge=0, le=1, allow_inf_nan=False)]
+_Count = Annotated[int, Field(strict=True, ge=0)]
+
+
 class BaselineScores(BaseModel):
+    """Counted micro scores. The counts come first so that each score is checked against them:
+    a score the counts do not give is a hand edit (the writer derives every score from them)."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    precision: float
-    recall: float
-    f1: float
-    tp: int = Field(ge=0)
-    fp: int = Field(ge=0)
-    fn: int = Field(ge=0)
+    tp: _Count
+    fp: _Count
+    fn: _Count
+    precision: _Score
+    recall: _Score
+    f1: _Score
+
+    @field_validator("precision", "recall", "f1")
+    @classmethod
+    def _given_by_the_counts(cls, value: float, info: ValidationInfo) -> float:
+        if all(name in info.data for name in ("tp", "fp", "fn")):
+            counts = PRF(tp=info.data["tp"], fp=info.data["fp"], fn=info.data["fn"])
+            derived = getattr(counts, str(info.field_name))
+            if abs(value - derived) > _EPSILON:
+                raise ValueError(
+                    f"{value} is not the {info.field_name} of tp/fp/fn ({derived:.6g}): the "
+                    "file was edited by hand; write it with `evals-pipeline gate "
+                    "--write-baseline`"
+                )
+        return value
 
 
 class Baseline(BaseModel):
@@ -72,7 +96,7 @@ class Baseline(BaseModel):
     written_at: StrictStr
     prompt_version: StrictStr
     fingerprint: StrictStr
-    iou_threshold: float
+    iou_threshold: float = Field(strict=True, gt=0, le=1, allow_inf_nan=False)
     micro: BaselineScores
     examples: tuple[StrictStr, ...]  # the VERIFIED example ids the scores count
 

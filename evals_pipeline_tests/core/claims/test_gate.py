@@ -4,6 +4,7 @@ and a baseline writer that only describes verified examples with current recordi
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,9 @@ from evals_pipeline.core.claims.gate import (
     MAX_F1_DROP,
     RERECORD_INSTRUCTIONS,
     BaselineRefused,
+    BaselineScores,
     build_baseline,
+    evaluate_gate,
     read_baseline,
     run_gate,
     write_baseline,
@@ -73,15 +76,57 @@ def test_an_f1_drop_beyond_0_02_fails(recorded: Path) -> None:
 
 
 def test_a_drop_of_exactly_0_02_passes_and_just_more_fails(recorded: Path) -> None:
+    # A file's scores must be the ones its counts give (see the next test), and no integer
+    # counts give F1 + 0.02 exactly: the comparison is tested on a baseline built in memory.
+    write_current_baseline(recorded)
+    record(recorded, lossy=True)
+    golden = load_golden_set(recorded)
+    report = run_gate(golden, golden.baseline_path)
+    assert report.baseline is not None and report.result.state == "FAIL"
+    current = report.summary.counted.f1
+    for f1, state in ((current + MAX_F1_DROP, "PASS"), (current + MAX_F1_DROP + 0.001, "FAIL")):
+        micro = BaselineScores.model_construct(**{**report.baseline.micro.__dict__, "f1": f1})
+        baseline = report.baseline.model_copy(update={"micro": micro})
+        result = evaluate_gate(golden, report.replay, report.summary, baseline, Path("b.json"))
+        assert result.state == state, (f1, result.render())
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("f1", float("nan"), "finite number"),  # NaN had passed every gate: no drop is > NaN
+        ("f1", -1.0, "greater than or equal to 0"),
+        ("f1", 1.5, "less than or equal to 1"),
+        ("f1", "0.99", "valid number"),  # had been read as 0.99
+        ("precision", True, "valid number"),  # had been read as 1.0
+        ("tp", 3.0, "valid integer"),
+        ("f1", 0.5, "is not the f1 of tp/fp/fn (1)"),  # a hand edit that lowers the bar
+        ("recall", 0.9, "is not the recall of tp/fp/fn (1)"),
+    ],
+)
+def test_a_baseline_score_that_is_not_a_counted_score_is_named(
+    recorded: Path, field: str, value: object, problem: str
+) -> None:
     write_current_baseline(recorded)
     path = recorded / "baseline.json"
     data = json.loads(path.read_text())
-    data["micro"]["f1"] = 1.0 + MAX_F1_DROP  # current F1 is 1.0: a drop of exactly 0.02
+    data["micro"][field] = value
+    path.write_text(json.dumps(data))  # NaN as the token NaN, which Python's JSON reads
+    with pytest.raises(InputFileError, match=re.escape(problem)) as err:
+        read_baseline(path)
+    assert (err.value.path, err.value.field) == (path, f"micro.{field}")
+
+
+@pytest.mark.parametrize("value", [0, 1.5, float("nan"), "0.5"])
+def test_a_baseline_iou_threshold_out_of_range_is_named(recorded: Path, value: object) -> None:
+    write_current_baseline(recorded)
+    path = recorded / "baseline.json"
+    data = json.loads(path.read_text())
+    data["iou_threshold"] = value
     path.write_text(json.dumps(data))
-    assert gate(recorded)[0] == "PASS"
-    data["micro"]["f1"] = 1.0 + MAX_F1_DROP + 0.001
-    path.write_text(json.dumps(data))
-    assert gate(recorded)[0] == "FAIL"
+    with pytest.raises(InputFileError) as err:
+        read_baseline(path)
+    assert err.value.field == "iou_threshold"
 
 
 def test_a_prompt_edit_without_re_recording_fails(
