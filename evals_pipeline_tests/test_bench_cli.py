@@ -79,7 +79,7 @@ def test_bench_cli_bad_input_is_a_usage_error_naming_it(
     rec = ["--record-cassette", "x=r.jsonl", "--record-cassette", f"y={Path.cwd() / 'r.jsonl'}"]
     assert cli_main(["bench", *both, *rec]) == 2
     assert "[bench.record_cassette.y]" in (err := capsys.readouterr().err)
-    assert "x records into it too" in err
+    assert "bench.record_cassette.x writes it too" in err
 
 
 def test_bench_dry_run_plans_and_writes_nothing(

@@ -198,9 +198,9 @@ class EvalsConfig(BaseModel):
         return self.check_outputs(source)
 
     def check_outputs(self, source: Path | str) -> EvalsConfig:
-        """Every path a run writes can be made, and no two bench backends record into one file:
-        each is one error naming the field before the run, not a failed step after it (and
-        after its paid calls)."""
+        """Every path a run writes can be made, and no two writers share a file: each is one
+        error naming the field before the run, not a failed step after it (and after its paid
+        calls)."""
         written: list[tuple[str, Path | None]] = [
             ("output_dir", self.output_dir),
             ("cache_dir", self.cache_dir),
@@ -212,16 +212,27 @@ class EvalsConfig(BaseModel):
         for field, path in written:
             if path is not None and (why := cannot_be_made(path)) is not None:
                 raise InputFileError(source, f"{path}: {why}", field=field)
-        # The bench's own guard (the prose run's plan has one: recording_targets). On resolved
-        # paths, so a relative, an absolute and a symlinked name of one file are one file.
+        # No two writers share a file: each would read the other's records as its own. On
+        # resolved paths, so a relative, an absolute and a symlinked name of one file are one.
+        # (Two of the prose run's recorders are the plan's recording_targets guard instead,
+        # which a dry run shows.)
+        writers = [
+            ("judge.cache", self.judge.cache),
+            *((f"record_cassette.{n}", p) for n, p in self.record_cassette.items()),
+            *((f"bench.record_cassette.{n}", p) for n, p in self.bench.record_cassette.items()),
+        ]
         first: dict[Path, str] = {}
-        for name, path in self.bench.record_cassette.items():
-            if (other := first.setdefault(path.resolve(), name)) != name:
+        for field, path in writers:
+            other = first.setdefault(path.resolve(), field)
+            both_prose = other.startswith("record_cassette.") and field.startswith(
+                "record_cassette."
+            )
+            if other != field and not both_prose:
                 raise InputFileError(
                     source,
-                    f"{path}: {other} records into it too, and each would be served the "
-                    "other's answers; give each its own file",
-                    field=f"bench.record_cassette.{name}",
+                    f"{path}: {other} writes it too, and each would read the other's records "
+                    "as its own; give each its own file",
+                    field=field,
                 )
         if self.judge.cache.is_dir():
             raise InputFileError(
@@ -230,6 +241,26 @@ class EvalsConfig(BaseModel):
                 field="judge.cache",
             )
         return self
+
+    def paths_in_use(self) -> list[tuple[str, Path, bool]]:
+        """Every file a run reads or records into, and every folder it reads from or keeps its
+        caches in (True), by field: what an extra output (`--output`) must not overwrite."""
+        uses: list[tuple[str, Path, bool]] = [("corpus", self.corpus, False)]
+        uses += [("ontology", self.ontology, False)] if self.ontology else []
+        uses += [("prices", self.prices, False)] if self.prices else []
+        if self.claims_gate:
+            uses += [("golden_dir", self.golden_dir, True)]
+            uses += [("claims_baseline", self.claims_baseline_path, False)]
+        uses += [("judge.cache", self.judge.cache, False), ("cache_dir", self.cache_dir, True)]
+        for prefix, backends in (("", self.backends), ("bench.", self.bench_backends)):
+            for name, spec in backends.items():
+                if (where := parse_backend_spec(spec).params.get("path")) is not None:
+                    uses.append((f"{prefix}backends.{name}", Path(where), False))
+        for prefix, record in (("", self.record_cassette), ("bench.", self.bench.record_cassette)):
+            uses += [(f"{prefix}record_cassette.{n}", p, False) for n, p in record.items()]
+        for name, path in self.bench.corpora.items():
+            uses.append((f"bench.corpora.{name}", path, path.is_dir()))
+        return uses
 
     def resolved_against(self, base: Path) -> EvalsConfig:
         """The same config with every relative path made absolute against `base`."""

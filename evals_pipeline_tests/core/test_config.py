@@ -200,7 +200,7 @@ def test_two_bench_backends_recording_into_one_file_is_refused_however_it_is_nam
     with pytest.raises(InputFileError) as err:
         load_config(path).check_outputs(path)
     assert err.value.field == "bench.record_cassette.b"
-    assert "a records into it too" in str(err.value)
+    assert "bench.record_cassette.a writes it too" in str(err.value)
 
 
 def test_bench_backends_recording_into_two_files_are_fine(tmp_path: Path) -> None:
@@ -210,3 +210,35 @@ def test_bench_backends_recording_into_two_files_are_fine(tmp_path: Path) -> Non
         "bench: {record_cassette: {a: r.jsonl, b: sub/r.jsonl}}\n",
     )
     load_config(path).check_outputs(path)
+
+
+@pytest.mark.parametrize(
+    ("lines", "field", "other"),
+    [
+        # The judge cache and a recording in one file: the run had made its paid calls, then
+        # failed reading the cassette's records as judge verdicts.
+        ("judge: {cache: shared.jsonl}\nrecord_cassette: {a: shared.jsonl}", "record_cassette.a",
+         "judge.cache"),
+        ("judge: {cache: shared.jsonl}\nbench: {record_cassette: {a: ./shared.jsonl}}",
+         "bench.record_cassette.a", "judge.cache"),
+        # The prose run's one-answer-per-key cassette and the bench's, which repeats keys.
+        ("record_cassette: {a: r.jsonl}\nbench: {record_cassette: {a: r.jsonl}}",
+         "bench.record_cassette.a", "record_cassette.a"),
+    ],
+)  # fmt: skip
+def test_two_writers_of_one_file_are_refused_before_the_run(
+    tmp_path: Path, lines: str, field: str, other: str
+) -> None:
+    path = write(tmp_path, f"backends: {{a: oracle}}\nreference: a\n{lines}\n")
+    with pytest.raises(InputFileError) as err:
+        load_config(path).check_outputs(path)
+    assert err.value.field == field and f"{other} writes it too" in str(err.value)
+
+
+def test_two_prose_recorders_of_one_file_are_left_to_the_plans_guard(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "backends: {a: oracle, b: oracle}\nreference: a\n"
+        "record_cassette: {a: r.jsonl, b: r.jsonl}\n",
+    )
+    load_config(path).check_outputs(path)  # the dry run shows it (test_cli)
