@@ -26,7 +26,7 @@ from pathlib import Path
 from .core.config import DEFAULT_SCOPE, EvalsConfig, JudgeConfig, default_config_path, load_config
 from .core.errors import ConfigError, EvalsError
 from .core.extractors.specs import parse_named_backend
-from .core.files import cannot_be_made
+from .core.files import cannot_be_made, refuse_overwrite
 from .core.models import ONTOLOGY_MODES, OntologyMode
 from .core.ontology import load_ontology
 from .core.options import resolve_ontology_mode
@@ -244,6 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         config = _config(args, parser)
+        if args.output is not None:
+            refuse_overwrite("--output", args.output, config.paths_in_use())
         if args.dry_run:
             print(dry_run(config))
             return 0

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .cli import output_file, positive_int
-from .core.compare import compare_runs, load_run_report, render_comparison
+from .core.compare import RunReportError, compare_runs, load_run_report, render_comparison
 from .core.errors import EvalsError
+from .core.files import refuse_overwrite
 from .core.reports.files import write_text_atomic
 
 
@@ -37,6 +38,10 @@ def main(argv: Sequence[str]) -> int:
     )
     args = p.parse_args(argv)
     try:
+        if args.json is not None:
+            refuse_overwrite(
+                "--json", args.json, [("run a", args.a, False), ("run b", args.b, False)]
+            )
         result = compare_runs(
             load_run_report(args.a),
             load_run_report(args.b),
@@ -46,8 +51,14 @@ def main(argv: Sequence[str]) -> int:
             resamples=args.resamples,
             seed=args.seed,
         )
+    except RunReportError as exc:  # the core knows runs as a and b, not their files
+        print(
+            f"evals-pipeline compare: error: {exc} (run a is {args.a}, run b is {args.b})",
+            file=sys.stderr,
+        )
+        return 2
     except EvalsError as exc:
-        print(f"evals-pipeline compare: {exc}", file=sys.stderr)
+        print(f"evals-pipeline compare: error: {exc}", file=sys.stderr)
         return 2
     print(render_comparison(result))
     if args.json is not None:

@@ -38,6 +38,7 @@ from .core.claims.scoring import render_diffs_markdown, render_score_lines
 from .core.config import CONFIG_ENV, default_config_path, load_config
 from .core.errors import EvalsError
 from .core.extractors.specs import parse_named_backend
+from .core.files import refuse_overwrite
 from .core.reports.files import report_json, write_text_atomic
 
 USAGE_ERROR = 2
@@ -143,6 +144,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "(--golden DIR runs it on that golden set)"
             )
             return 0
+        if args.output is not None:  # before any live call: the gate reads every file there
+            uses = [("the golden set", golden_dir, True), ("the baseline", baseline_path, False)]
+            refuse_overwrite("--output", args.output, uses)
         failed_calls = _record(args, golden_dir, baseline_path) if args.mode == "live" else 0
         golden = load_golden_set(golden_dir, baseline_path)
         # A named baseline must exist, unless this run writes it.

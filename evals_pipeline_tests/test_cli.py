@@ -51,6 +51,33 @@ def test_output_on_a_full_disk_is_one_error_line(
     assert (tmp_path / "reports" / "open" / "report.json").is_file()  # the run's are written
 
 
+@pytest.mark.parametrize("target", ["cassette", "corpus", "ontology", "golden", "cache"])
+def test_output_onto_a_file_the_run_uses_is_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str
+) -> None:
+    """--output named like an input had replaced it with report JSON, and exited 0."""
+    cassette, corpus = tmp_path / "r.jsonl", tmp_path / "chunks.jsonl"
+    cassette.write_bytes(RULES.read_bytes())
+    corpus.write_bytes(CORPUS.read_bytes())
+    config = write_config(tmp_path, ["open"])
+    text = config.read_text().replace(str(RULES), "r.jsonl").replace(str(CORPUS), "chunks.jsonl")
+    config.write_text(text + f"golden_dir: {tmp_path / 'golden'}\n")
+    (tmp_path / "golden").mkdir()
+    output, field = {
+        "cassette": (tmp_path / "sub" / ".." / "r.jsonl", "backends.rules"),  # any name of it
+        "corpus": (corpus, "corpus"),
+        "ontology": (ONTOLOGY, "ontology"),
+        "golden": (tmp_path / "golden" / "claims-009.json", "in golden_dir"),
+        "cache": (tmp_path / "cache" / "x.json", "in cache_dir"),
+    }[target]
+    before = {path: path.read_bytes() for path in (cassette, corpus, ONTOLOGY)}
+    assert main(["--config", str(config), "--output", str(output)]) == 2
+    out, err = capsys.readouterr()
+    assert f"evals-pipeline: error: --output {output}: that is {field}, which this run uses" in err
+    assert out == "" and not (tmp_path / "reports").exists()  # refused before the run
+    assert {path: path.read_bytes() for path in before} == before
+
+
 def test_output_with_one_mode_is_that_report(tmp_path: Path) -> None:
     config = write_config(tmp_path, ["open", "strict"])
     args = ["--config", str(config), "--ontology-mode", "open", "--output", str(tmp_path / "o")]

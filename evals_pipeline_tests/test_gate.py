@@ -264,6 +264,24 @@ def test_cli_an_output_that_cannot_be_written_does_not_hide_the_gate(
 
 
 @pytest.mark.parametrize("project", ["pass"], indirect=True)
+def test_cli_an_output_onto_the_golden_set_is_refused(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--output onto a golden example or the baseline had replaced it with the gate's JSON, and
+    the next gate had failed reading it."""
+    golden = project / "golden"
+    for target in (sorted(golden.glob("*.json"))[0], golden / "new.json"):
+        assert cli_main(["gate", "--output", str(target)]) == 2
+        assert f"--output {target}: that is in the golden set" in capsys.readouterr().err
+    assert not (golden / "new.json").exists()
+    assert (
+        cli_main(["gate", "--golden", str(golden), "--output", str(golden / "baseline.json")]) == 2
+    )
+    assert "that is in the golden set" in capsys.readouterr().err
+    assert cli_main(["gate"]) == 0  # the golden set is whole
+
+
+@pytest.mark.parametrize("project", ["pass"], indirect=True)
 def test_cli_prompt_edit_without_re_recording_fails(
     project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -12,7 +12,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from .errors import InputFileError
+from .errors import ConfigError, InputFileError
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -41,6 +41,20 @@ def cannot_be_made(path: Path | str) -> str | None:
     """Why `path` cannot be made (a file stands where one of its folders goes), or None."""
     blocker = _file_in_the_way(path)
     return None if blocker is None else f"cannot be made: {blocker} is a file, not a folder"
+
+
+def refuse_overwrite(flag: str, target: Path, uses: list[tuple[str, Path, bool]]) -> None:
+    """ConfigError when writing `target` would overwrite one of `uses` (field, path, whether a
+    folder), or write into one of its folders: an extra output named like an input had
+    replaced it (a cassette, the corpus, a golden example) with report JSON, exit 0. Compared
+    resolved, so any name of one file is that file."""
+    at = target.resolve()
+    for field, path, folder in uses:
+        where = path.resolve()
+        if at == where:
+            raise ConfigError(f"{flag} {target}: that is {field}, which this run uses")
+        if folder and where in at.parents:
+            raise ConfigError(f"{flag} {target}: that is in {field}, which this run uses")
 
 
 def not_found(path: Path | str) -> str:
