@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .extractors.redaction import without_url_secrets
+from .extractors.redaction import spec_userinfo, without_url_secrets
 
 
 class EvalsError(Exception):
@@ -25,7 +25,12 @@ class BackendSpecError(ConfigError):
     message reaches the terminal and CI logs, as the spec's `describe()` does not."""
 
     def __init__(self, spec: str, problem: str) -> None:
-        # Part by part: a URL's query would otherwise take the parameters after it along.
+        # The user info of a mistyped URL first (the whole of it, then its comma-split
+        # pieces, which a problem quotes), then part by part (a URL's query would otherwise
+        # take the parameters after it along).
+        secrets = spec_userinfo(spec)
+        for secret in secrets:
+            spec, problem = spec.replace(secret, ""), problem.replace(secret, "")
         self.spec = ",".join(without_url_secrets(part) for part in spec.split(","))
         self.problem = without_url_secrets(problem)
         super().__init__(f"invalid backend spec {self.spec!r}: {self.problem}")

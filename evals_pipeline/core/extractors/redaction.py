@@ -25,6 +25,24 @@ def without_url_secrets(text: str) -> str:
     return _BASIC_AUTH_IN_TEXT.sub("BasicAuth(...)", _URL_IN_TEXT.sub(r"\1\2", text))
 
 
+# A spec's url= value runs to the next parameter or the end: a password can hold a comma.
+_URL_VALUE = re.compile(r"(?:^|[:,])url=(.*?)(?=,(?:model|timeout|retries|url|path)=|$)")
+
+
+def spec_userinfo(spec: str) -> list[str]:
+    """The user info of a spec's url= value however the URL is mistyped (no scheme, `http:/`,
+    an `@` or a comma in the password), and each comma-split piece of it: the text a spec
+    error must not echo. A well-formed URL's is `without_url_secrets`'s too."""
+    found = _URL_VALUE.search(spec)
+    if found is None or "@" not in found.group(1):
+        return []
+    value = found.group(1)
+    value = value.split("://", 1)[1] if "://" in value else value
+    userinfo = value[: value.rindex("@") + 1]
+    # A piece too short to be worth hiding would only garble the message where it recurs.
+    return [userinfo, *(piece for piece in userinfo.split(",") if len(piece) >= 3)]
+
+
 def redacted(text: str, secrets: Iterable[str | None]) -> str:
     """`without_url_secrets(text)` with each known secret (an API key, a URL's or a proxy's
     password) replaced by `***` wherever it appears."""

@@ -60,6 +60,13 @@ def test_typos_are_usage_errors_naming_the_spec(spec: str, problem: str) -> None
             "unknown parameter 'modle'",
         ),
         ("oai-http:url=http://user:PW-SECRET-1@[::1/v1?api-key=QKEY-SECRET-2", "does not parse"),
+        # A mistyped URL had been echoed with its user info: no scheme, one slash, a comma or
+        # an @ in the password (the comma splits the spec, and the problem quotes a piece).
+        ("oai-http:url=user:PW-SECRET-1@127.0.0.1:9/v1", "url '127.0.0.1:9/v1' must be"),
+        ("oai-http:url=http:/user:PW-SECRET-1@127.0.0.1:9/v1", "url '127.0.0.1:9/v1' must be"),
+        ("oai-http:url=http://user:PW-SEC,RET-1@127.0.0.1:9/v1", "'127.0.0.1:9/v1' is not NAME"),
+        ("oai-http:url=http://user:PW@SECRET-1@127.0.0.1:9/v1,modle=m", "unknown parameter"),
+        ("oai-http:url=http://u:PW-SECRET-1@127.0.0.1:9/v1,model=c@2024,modle=m", "'modle'"),
     ],
 )
 def test_a_spec_error_shows_no_url_credential(spec: str, problem: str) -> None:
@@ -68,8 +75,16 @@ def test_a_spec_error_shows_no_url_credential(spec: str, problem: str) -> None:
     with pytest.raises(BackendSpecError) as err:
         parse_backend_spec(spec)
     message = str(err.value)
-    assert problem in message and "oai-http:url=http://" in message
+    assert problem in message and "oai-http:url=" in message
     assert "SECRET" not in message and "SECRET" not in err.value.spec + err.value.problem
+    assert "PW" not in message
+    assert "model=c@2024" in message or "model=" not in spec  # only the URL's is user info
+
+
+def test_a_named_spec_error_shows_no_url_credential() -> None:
+    with pytest.raises(BackendSpecError) as err:
+        parse_named_backend("curl=oai-http:url=http://u:PW-SEC,RET-1@127.0.0.1:9/v1")
+    assert "SEC" not in str(err.value) and "RET-1" not in str(err.value)
 
 
 def test_named_backend() -> None:
