@@ -26,7 +26,9 @@ from typing import Any
 import httpx
 import pytest
 
+from evals_pipeline_tests.support.deterministic_backend import openai_responder
 from evals_pipeline_tests.support.hermetic import hermetic_environ
+from evals_pipeline_tests.support.llm_servers import LoopbackLLMServer
 
 REPO = Path(__file__).resolve().parents[1]
 # The `dagster` script of the interpreter running the tests (the project's venv).
@@ -94,16 +96,22 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _write_project(tmp_path: Path, extra: str = "", instance: str = "") -> tuple[Path, Path]:
+def _write_project(
+    tmp_path: Path,
+    extra: str = "",
+    instance: str = "",
+    rules: Path = CASSETTES / "rules.jsonl",
+    backends: str = "",
+) -> tuple[Path, Path]:
     """A config over the repo's inputs writing only under tmp_path, and a DAGSTER_HOME.
-    `extra` is appended to the project file, `instance` to the instance's dagster.yaml."""
+    `extra` is appended to the project file, `instance` to the instance's dagster.yaml;
+    `rules` is the rules backend's cassette, and `backends` more backends' lines."""
     config = tmp_path / "evals.yaml"
     config.write_text(
         "backends:\n"
         "  oracle: oracle\n"
-        f"  rules: cassette:path={CASSETTES / 'rules.jsonl'}\n"
-        f"  sloppy: cassette:path={CASSETTES / 'sloppy.jsonl'}\n"
-        "reference: oracle\n"
+        f"  rules: cassette:path={rules}\n"
+        f"  sloppy: cassette:path={CASSETTES / 'sloppy.jsonl'}\n" + backends + "reference: oracle\n"
         f"corpus: {CORPUS}\n"
         "scope: 4\n"
         f"ontology: {ONTOLOGY}\n"
@@ -181,9 +189,9 @@ def _tail(log: Path, n: int = 40) -> str:
 
 @contextlib.contextmanager
 def _dagster_dev(
-    tmp_path: Path, extra: str = "", instance: str = ""
+    tmp_path: Path, extra: str = "", instance: str = "", **project: Any
 ) -> Iterator[tuple[str, Path, subprocess.Popen[bytes], list[str]]]:
-    config, home = _write_project(tmp_path, extra, instance)
+    config, home = _write_project(tmp_path, extra, instance, **project)
     shutil.copyfile(REPO / "workspace.yaml", tmp_path / "workspace.yaml")
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
@@ -361,3 +369,48 @@ def test_a_backfill_runs_the_mode_partitions_in_parallel_on_the_multiprocess_exe
     # third starts; run one at a time, no two would overlap.)
     windows = sorted((r["startTime"], r["endTime"]) for r in runs)
     assert all(later[0] < earlier[1] for earlier, later in itertools.pairwise(windows)), windows
+
+
+BACKFILL_STATUS = """
+query ($id: String!) {
+  partitionBackfillOrError(backfillId: $id) {
+    __typename
+    ... on PartitionBackfill { status }
+    ... on PythonError { message }
+  }
+}
+"""
+
+
+def test_a_backfill_stops_at_a_failed_guard_before_any_paid_call(tmp_path: Path) -> None:
+    """A backfill of corpus, run_plan and extractions over every partition, with one backend's
+    cassette corrupt (a key recorded twice): run_plan fails its blocking check in every mode,
+    and no extraction runs, not even the live backend's, whose calls had all gone out (the
+    daemon launches each extraction partition in a run of its own once run_plan's partition
+    is materialised, and a blocking check had left it materialised)."""
+    lines = (CASSETTES / "rules.jsonl").read_text().splitlines(keepends=True)
+    corrupt = tmp_path / "rules.jsonl"
+    corrupt.write_text("".join([*lines, lines[0]]))
+    with LoopbackLLMServer("openai", responder=openai_responder) as server:
+        live = f"  local: oai-http:url={server.base_url},model=rules\n"
+        with _dagster_dev(tmp_path, rules=corrupt, backends=live) as (base, log, _proc, _s):
+            assets = [{"path": [name]} for name in ("corpus", "run_plan", "extractions")]
+            params = {"assetSelection": assets, "allPartitions": True}
+            launched = _graphql(base, LAUNCH_BACKFILL, {"params": params})
+            launched = launched["launchPartitionBackfill"]
+            assert launched["__typename"] == "LaunchBackfillSuccess", launched
+            backfill = launched["backfillId"]
+            deadline = time.monotonic() + BACKFILL_TIMEOUT_S
+            while True:
+                status = _graphql(base, BACKFILL_STATUS, {"id": backfill})
+                status = status["partitionBackfillOrError"]["status"]
+                if status not in ("REQUESTED", "CANCELING"):
+                    break
+                if time.monotonic() > deadline:
+                    pytest.fail(f"backfill not done in {BACKFILL_TIMEOUT_S} s\n{_tail(log)}")
+                time.sleep(1.0)
+            runs = _graphql(base, BACKFILL_RUNS, {"id": backfill})["runsOrError"]["results"]
+        assert server.requests == [], f"{len(server.requests)} LLM requests"
+    steps = {e.get("stepKey") for r in runs for e in r["eventConnection"]["events"]}
+    assert "run_plan" in steps and "extractions" not in steps, steps
+    assert runs and all(r["status"] == "FAILURE" for r in runs), runs

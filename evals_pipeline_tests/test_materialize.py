@@ -291,7 +291,7 @@ def test_a_blocking_guard_stops_the_run_before_any_extraction(
         assert any(f" {check}: " in line for line in outcome.failed_checks), outcome.failed_checks
         assert outcome.extraction_calls == 0
         assert outcome.replayed == 0  # no extraction step ran, not even the oracle's
-        assert _materialized(instance, "run_plan")  # the checked asset is still materialised
+        assert not _materialized(instance, "run_plan")  # a failed guard fails its step too
         assert not _materialized(instance, "extractions")
         assert not _materialized(instance, "report")
     assert not (tmp_path / "reports").exists()

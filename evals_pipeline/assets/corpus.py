@@ -1,7 +1,9 @@
 """`corpus` and `run_plan`, per ontology mode: what will be extracted, and whether it may be.
 
 The guards are blocking checks on `run_plan`, so a corrupt or duplicate-keyed cassette, two
-backends replaying one cassette, or recording a replay stops the run before any extraction.
+backends replaying one cassette, or recording a replay stops the run before any extraction. A
+failed guard also fails the step, leaving that mode's plan unmaterialised, so a backfill (whose
+extraction partitions run in runs of their own) stops there too.
 """
 
 from collections.abc import Iterator
@@ -14,6 +16,7 @@ from dagster import (
     AssetCheckSpec,
     AssetExecutionContext,
     AssetsDefinition,
+    Failure,
     MetadataValue,
     Output,
     asset,
@@ -92,23 +95,33 @@ def build_corpus_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         mode = context.partition_key
         judged = bool(evals.anthropic_api_key)
         plan = evals.plan(table_episodes(corpus), judge_coverage=judged, modes=[mode])
-        yield Output(
-            plan.to_dict(),
-            metadata={
-                "plan": MetadataValue.md(f"```\n{plan.render()}\n```"),
-                "guards": len(plan.guards),
-                "planned_llm_requests": sum(
-                    b.planned_calls.get(mode, 0) for b in plan.backends.values()
-                ),
-            },
-        )
-        for name in PLAN_GUARDS:
-            failed = plan.guards_for(name)
-            yield AssetCheckResult(
+        metadata: dict[str, Any] = {
+            "plan": MetadataValue.md(f"```\n{plan.render()}\n```"),
+            "guards": len(plan.guards),
+            "planned_llm_requests": sum(
+                b.planned_calls.get(mode, 0) for b in plan.backends.values()
+            ),
+        }
+        results = [
+            AssetCheckResult(
                 check_name=name,
-                passed=not failed,
+                passed=not plan.guards_for(name),
                 severity=AssetCheckSeverity.ERROR,
-                description="; ".join(g.message for g in failed) or "ok",
+                description="; ".join(g.message for g in plan.guards_for(name)) or "ok",
             )
+            for name in PLAN_GUARDS
+        ]
+        if plan.guards:
+            # Not materialised: a blocking check stops only its own run's downstream steps,
+            # and a backfill launches each extraction partition in a run of its own once its
+            # run_plan partition is materialised (it had made every other backend's paid calls).
+            yield from results
+            checks = ", ".join(sorted({g.check for g in plan.guards}))
+            raise Failure(
+                description=f"blocking check(s) failed: {checks} (see the checks)",
+                metadata=metadata,
+            )
+        yield Output(plan.to_dict(), metadata=metadata)
+        yield from results
 
     return [corpus, run_plan]
