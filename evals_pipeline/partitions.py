@@ -11,6 +11,7 @@ from typing import Any
 
 from dagster import (
     AllPartitionMapping,
+    AssetCheckSpec,
     AssetExecutionContext,
     BetaWarning,
     DimensionPartitionMapping,
@@ -19,6 +20,8 @@ from dagster import (
     MultiPartitionMapping,
     MultiPartitionsDefinition,
     MultiToSingleDimensionPartitionMapping,
+    PartitionsDefinition,
+    PreviewWarning,
     StaticPartitionsDefinition,
 )
 
@@ -39,6 +42,18 @@ with warnings.catch_warnings():  # beta in Dagster 1.13, and exactly the mapping
             ONTOLOGY_MODE: DimensionPartitionMapping(ONTOLOGY_MODE, IdentityPartitionMapping()),
         }
     )
+
+
+def partition_check(
+    name: str, asset: str, partitions: PartitionsDefinition, **spec: Any
+) -> AssetCheckSpec:
+    """A check recorded per partition of its asset. Without `partitions_def` every evaluation
+    is stored with no partition and the UI shows one status, the latest of any partition: a
+    later passing `sloppy|strict` hid a failed `rules|strict`. (A preview in Dagster 1.13;
+    the tests drive it through the driver, the CLI and `dagster dev`.)"""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PreviewWarning)
+        return AssetCheckSpec(name, asset=asset, partitions_def=partitions, **spec)
 
 
 def mode_partitions(config: EvalsConfig) -> StaticPartitionsDefinition:

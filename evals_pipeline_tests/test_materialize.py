@@ -529,3 +529,28 @@ def test_claims_gate_false_defines_no_claim_asset(tmp_path: Path) -> None:
     assert (
         AssetKey("claim_scores") in build_definitions(on).resolve_asset_graph().get_all_asset_keys()
     )
+
+
+def test_check_results_are_kept_per_partition(tmp_path: Path) -> None:
+    """A check's status is its partition's: stored with no partition, the latest evaluation of
+    any partition had been the one status the UI showed, so a later passing rules|strict hid
+    an empty cassette's 4 of 4 misses."""
+    from dagster._core.storage.asset_check_execution_record import (
+        AssetCheckExecutionRecordStatus,
+    )
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    backends = {"oracle": "oracle", "empty": f"cassette:path={empty}", "rules": SHIPPED["rules"]}
+    config = make_config(tmp_path, backends, modes=("strict",))
+    with DagsterInstance.ephemeral() as instance:
+        outcome = materialize_all(config, instance, quiet=True)
+        assert any(w.startswith("extractions[empty|strict]") for w in outcome.warnings)
+        key = AssetCheckKey(AssetKey("extractions"), COVERAGE_CHECK)
+        infos = instance.event_log_storage.get_asset_check_partition_info([key])
+    status = {info.partition_key: info.latest_execution_status for info in infos}
+    assert status == {
+        "empty|strict": AssetCheckExecutionRecordStatus.FAILED,
+        "oracle|strict": AssetCheckExecutionRecordStatus.SUCCEEDED,
+        "rules|strict": AssetCheckExecutionRecordStatus.SUCCEEDED,
+    }

@@ -15,7 +15,6 @@ from typing import Any
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
-    AssetCheckSpec,
     AssetExecutionContext,
     AssetIn,
     AssetsDefinition,
@@ -32,7 +31,7 @@ from dagster import (
 from ..core.bench.gold import oracle_shortfalls, render_gold_markdown, run_gold
 from ..core.bench.runner import merge_rows, row_cost, write_run
 from ..core.config import EvalsConfig
-from ..partitions import backend_crossed, crossed_key, fan_in, split_crossed
+from ..partitions import backend_crossed, crossed_key, fan_in, partition_check, split_crossed
 from ..resources import EvalsResource
 from .extraction import COVERAGE_CHECK, LLM_POOL
 from .spend import extractor_spent, spend_before_failure
@@ -93,9 +92,10 @@ def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         pool=LLM_POOL,
         ins={"gold_corpus": AssetIn(partition_mapping=BY_GOLD)},
         check_specs=[
-            AssetCheckSpec(
+            partition_check(
                 COVERAGE_CHECK,
-                asset="bench_runs",
+                "bench_runs",
+                runs,
                 description=(
                     "Every extraction was in the replayed cassette. A miss (a cassette recorded "
                     "for other cases, texts or prompts) counts as an episode error (WARN, not "
@@ -159,9 +159,10 @@ def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         group_name="bench",
         ins={"bench_runs": AssetIn(partition_mapping=BY_GOLD)},
         check_specs=[
-            AssetCheckSpec(
+            partition_check(
                 ORACLE_CHECK,
-                asset="bench_report",
+                "bench_report",
+                golds,
                 blocking=True,
                 description=(
                     "Every oracle row reaches the ceiling its gold corpus allows (CEILING): the "

@@ -13,7 +13,6 @@ import pandas as pd
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
-    AssetCheckSpec,
     AssetExecutionContext,
     AssetsDefinition,
     Failure,
@@ -25,7 +24,7 @@ from dagster import (
 from ..core.cassettes.keys import extract_key
 from ..core.config import EvalsConfig
 from ..core.tables import episodes_table, table_episodes
-from ..partitions import mode_partitions
+from ..partitions import mode_partitions, partition_check
 from ..resources import EvalsResource
 
 PLAN_GUARDS = (
@@ -78,8 +77,8 @@ def build_corpus_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         io_manager_key="json_io",
         group_name="inputs",
         check_specs=[
-            AssetCheckSpec(
-                name, asset="run_plan", blocking=True, description=GUARD_DESCRIPTIONS[name]
+            partition_check(
+                name, "run_plan", modes, blocking=True, description=GUARD_DESCRIPTIONS[name]
             )
             for name in PLAN_GUARDS
         ],

@@ -12,7 +12,6 @@ import pandas as pd
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
-    AssetCheckSpec,
     AssetDep,
     AssetExecutionContext,
     AssetIn,
@@ -29,7 +28,7 @@ from ..core.config import EvalsConfig
 from ..core.plan import backend_guards
 from ..core.reports.report import backend_summary, float_metrics
 from ..core.tables import extraction_table, table_episodes
-from ..partitions import BY_MODE, extraction_partitions, split_key
+from ..partitions import BY_MODE, extraction_partitions, partition_check, split_key
 from ..resources import EvalsResource
 from .corpus import PLAN_GUARDS
 from .spend import extractor_spent, spend_before_failure
@@ -49,9 +48,10 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         ins={"corpus": AssetIn(partition_mapping=BY_MODE)},
         deps=[AssetDep("run_plan", partition_mapping=BY_MODE)],
         check_specs=[
-            AssetCheckSpec(
+            partition_check(
                 COVERAGE_CHECK,
-                asset="extractions",
+                "extractions",
+                partitions,
                 description=(
                     "Every chunk was in the replayed cassette. A miss means the prompt, ontology "
                     "or corpus changed since recording, or the chunk's call failed then (its "

@@ -13,7 +13,6 @@ import pandas as pd
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
-    AssetCheckSpec,
     AssetExecutionContext,
     AssetIn,
     AssetsDefinition,
@@ -36,6 +35,7 @@ from ..partitions import (
     extraction_partitions,
     fan_in,
     mode_partitions,
+    partition_check,
     split_key,
 )
 from ..resources import EvalsResource
@@ -108,8 +108,11 @@ def build_judging_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             "corpus": AssetIn(partition_mapping=BY_MODE, input_manager_key=DEFERRED),
         },
         check_specs=[
-            AssetCheckSpec(
-                JUDGE_ERRORS_CHECK, asset="judge_verdicts", description=_JUDGE_ERRORS_DESCRIPTION
+            partition_check(
+                JUDGE_ERRORS_CHECK,
+                "judge_verdicts",
+                extraction_partitions(config),
+                description=_JUDGE_ERRORS_DESCRIPTION,
             )
         ],
     )
@@ -181,9 +184,10 @@ def build_judging_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             "corpus": AssetIn(input_manager_key=DEFERRED),
         },
         check_specs=[
-            AssetCheckSpec(
+            partition_check(
                 JUDGE_ERRORS_CHECK,
-                asset="pairwise_tallies",
+                "pairwise_tallies",
+                mode_partitions(config),
                 description=_JUDGE_ERRORS_DESCRIPTION,
             )
         ],

@@ -12,7 +12,6 @@ from typing import Any
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
-    AssetCheckSpec,
     AssetExecutionContext,
     AssetIn,
     AssetsDefinition,
@@ -31,7 +30,7 @@ from ..core.reports.plot import CHART_FILE, plot_f1_by_mode
 from ..core.reports.report import float_metrics, mode_matrix
 from ..core.scoring.strict import AXES, score_keys, table_keys
 from ..core.tables import same_graphs
-from ..partitions import BY_MODE, fan_in, mode_partitions, split_key
+from ..partitions import BY_MODE, fan_in, mode_partitions, partition_check, split_key
 from ..resources import EvalsResource
 
 FRESH_GUARD = "fresh_recordings_distinct"
@@ -51,18 +50,20 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         group_name="reports",
         ins={"extractions": AssetIn(partition_mapping=BY_MODE)},
         check_specs=[
-            AssetCheckSpec(
+            partition_check(
                 FRESH_GUARD,
-                asset="reference_comparison",
+                "reference_comparison",
+                modes,
                 blocking=True,
                 description=(
                     "Backends recorded afresh in this run did not produce byte-identical "
                     "cassettes (two names for one backend would compare it with itself)."
                 ),
             ),
-            AssetCheckSpec(
+            partition_check(
                 DISTINCT_OUTPUTS,
-                asset="reference_comparison",
+                "reference_comparison",
+                modes,
                 description=(
                     "No two backends extracted exactly the same graphs on every chunk (WARN, "
                     "not blocking): that is one backend under two names, or a deterministic "
