@@ -22,12 +22,14 @@ from pathlib import Path
 from dagster import ConfigurableResource, EnvVar
 from pydantic import Field
 
+from .core.bench.corpus import schemas_dir
 from .core.bench.gold import GoldCorpus, load_gold
 from .core.bench.runner import BENCH_BUDGETS
 from .core.cassettes.cache import CachingExtractor, extraction_cache_path
 from .core.cassettes.record import RecordingExtractor, check_record_target
 from .core.config import EvalsConfig
 from .core.corpus import ProseCorpus, load_prose_corpus
+from .core.digests import settled_state
 from .core.errors import ConfigError
 from .core.extractors.anthropic import API_KEY_ENV
 from .core.extractors.base import Extractor
@@ -116,18 +118,47 @@ def _parse(config_json: str, sealed: frozenset[tuple[str, str]]) -> EvalsConfig:
     )
 
 
-@functools.lru_cache(maxsize=8)
+# The inputs every step reads, parsed once a process while their files are unchanged: keyed by
+# the files' settled state too, so a process that materialises again after an edit (a notebook,
+# a script) reads the edit. A file too freshly written to trust its state is read every time.
+
+
 def _ontology(path: str | None) -> Ontology | None:
-    return load_ontology(path) if path else None
+    if not path:
+        return None
+    state = settled_state(path)
+    return load_ontology(path) if state is None else _parsed_ontology(path, state)
 
 
 @functools.lru_cache(maxsize=8)
+def _parsed_ontology(path: str, _state: tuple[object, ...]) -> Ontology:
+    return load_ontology(path)
+
+
 def _corpus(path: str, ontology: str | None, limit: int | None) -> ProseCorpus:
+    states = (settled_state(path), settled_state(ontology) if ontology else ())
+    if None in states:
+        return load_prose_corpus(Path(path), _ontology(ontology)).scoped(limit)
+    return _parsed_corpus(path, ontology, limit, states)
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed_corpus(
+    path: str, ontology: str | None, limit: int | None, _states: tuple[object, ...]
+) -> ProseCorpus:
     return load_prose_corpus(Path(path), _ontology(ontology)).scoped(limit)
 
 
-@functools.lru_cache(maxsize=8)
 def _gold(name: str, path: str, split: str) -> GoldCorpus:
+    # A cases folder's schemas live beside it, not in it.
+    states = (settled_state(path), settled_state(schemas_dir(path)) if Path(path).is_dir() else ())
+    if None in states:
+        return load_gold(name, Path(path), split)  # type: ignore[arg-type]
+    return _parsed_gold(name, path, split, states)
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed_gold(name: str, path: str, split: str, _state: tuple[object, ...]) -> GoldCorpus:
     return load_gold(name, Path(path), split)  # type: ignore[arg-type]
 
 

@@ -62,3 +62,44 @@ def test_a_process_that_never_loaded_the_sealed_spec_says_which_backend(
     resources._parse.cache_clear()
     with pytest.raises(ConfigError, match=r"backends\.live: the spec carries a credential"):
         _ = resource.config
+
+
+def test_an_edited_corpus_or_ontology_is_read_again_in_the_same_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A notebook or script that materialises again after an edit: the parsed inputs had been
+    kept by path alone, so the second run served the first's chunks and prompts."""
+    from dagster import DagsterInstance, materialize
+
+    from evals_pipeline.core import digests
+    from evals_pipeline.graph import build_definitions
+    from evals_pipeline_tests.pipeline_fixtures import CORPUS, ONTOLOGY
+
+    monkeypatch.setattr(digests, "RACY_WINDOW_S", -1.0)  # trust a state at once (fresh files)
+    corpus, ontology = tmp_path / "chunks.jsonl", tmp_path / "prose.yaml"
+    corpus.write_bytes(CORPUS.read_bytes())
+    ontology.write_bytes(ONTOLOGY.read_bytes())
+    config = make_config(
+        tmp_path, {"oracle": "oracle"}, corpus=corpus, ontology=ontology, modes=("strict",)
+    )
+
+    def run() -> tuple[str, str]:
+        defs = build_definitions(config)
+        with DagsterInstance.ephemeral() as instance:
+            result = materialize(
+                list(defs.assets or []),
+                selection=["corpus"],
+                partition_key="strict",
+                instance=instance,
+                resources=defs.resources,
+            )
+            table = result.output_for_node("corpus")
+        return str(table["body"].iloc[0]), str(table["extract_key"].iloc[0])
+
+    body, key = run()
+    assert run() == (body, key)  # unchanged: the same (and parsed once)
+    corpus.write_text(corpus.read_text().replace("Ada Lovelace, born", "EDITED Ada Lovelace, born"))
+    edited_body, edited_key = run()
+    assert edited_body.startswith("EDITED ") and edited_key != key
+    ontology.write_text(ontology.read_text().replace("scientist, engineer or patron", "scientist"))
+    assert run()[1] != edited_key  # the strict prompt lists the types: a new key

@@ -216,9 +216,7 @@ def _case_dirs(root: Path) -> list[Path]:
 def corpus_digest(root: Path | str, schema_dir: Path | str | None = None) -> str:
     """sha256 over every case file, every schema and SPLITS.yaml, in sorted path order."""
     root = Path(root)
-    schemas = (
-        Path(schema_dir) if schema_dir is not None else root.parent.parent / "ontologies" / "bench"
-    )
+    schemas = Path(schema_dir) if schema_dir is not None else schemas_dir(root)
     entries = [
         (f"cases/{d.relative_to(root).as_posix()}/{name}", read_input_bytes(d / name))
         for d in _case_dirs(root)
@@ -434,14 +432,19 @@ def _load_case(
     )
 
 
+def schemas_dir(root: Path | str) -> Path:
+    """Where a cases folder's schemas are: `ontologies/bench/` beside the corpus's folder (a
+    project's layout: `corpus/cases/` and `ontologies/bench/` under its root)."""
+    return Path(root).parent.parent / "ontologies" / "bench"
+
+
 def load_bench_corpus(root: Path | str, split: Split | None = None) -> BenchCorpus:
     """Load and check every case (all of them, whatever `split`), then keep `split`'s cases.
-    Their schemas are read from `ontologies/bench/` beside the corpus's folder (a project's
-    layout: `corpus/cases/` and `ontologies/bench/` under its root)."""
+    Their schemas are read from `schemas_dir(root)`."""
     root = Path(root)
     if split is not None and split not in SPLIT_NAMES:
         raise ValueError(f"unknown split {split!r} (dev, test)")
-    schemas_root = root.parent.parent / "ontologies" / "bench"
+    schemas_root = schemas_dir(root)
     dirs = _case_dirs(root)
     splits = _load_splits(root, {d.relative_to(root).as_posix() for d in dirs})
     loaded: dict[str, Ontology] = {}
