@@ -29,7 +29,7 @@ from .core.cassettes.cache import CachingExtractor, extraction_cache_path
 from .core.cassettes.record import RecordingExtractor, check_record_target
 from .core.config import EvalsConfig
 from .core.corpus import ProseCorpus, load_prose_corpus
-from .core.digests import settled_state
+from .core.digests import contents_key
 from .core.errors import ConfigError
 from .core.extractors.anthropic import API_KEY_ENV
 from .core.extractors.base import Extractor
@@ -119,46 +119,47 @@ def _parse(config_json: str, sealed: frozenset[tuple[str, str]]) -> EvalsConfig:
 
 
 # The inputs every step reads, parsed once a process while their files are unchanged: keyed by
-# the files' settled state too, so a process that materialises again after an edit (a notebook,
-# a script) reads the edit. A file too freshly written to trust its state is read every time.
+# the files' contents too, so a process that materialises again after an edit (a notebook, a
+# script) reads the edit (a digest is re-hashed only when its file's stat changed).
 
 
 def _ontology(path: str | None) -> Ontology | None:
     if not path:
         return None
-    state = settled_state(path)
-    return load_ontology(path) if state is None else _parsed_ontology(path, state)
+    contents = contents_key(path)
+    return load_ontology(path) if contents is None else _parsed_ontology(path, contents)
 
 
 @functools.lru_cache(maxsize=8)
-def _parsed_ontology(path: str, _state: tuple[object, ...]) -> Ontology:
+def _parsed_ontology(path: str, _contents: tuple[str, ...]) -> Ontology:
     return load_ontology(path)
 
 
 def _corpus(path: str, ontology: str | None, limit: int | None) -> ProseCorpus:
-    states = (settled_state(path), settled_state(ontology) if ontology else ())
-    if None in states:
+    contents = (contents_key(path), contents_key(ontology) if ontology else ())
+    if None in contents:
         return load_prose_corpus(Path(path), _ontology(ontology)).scoped(limit)
-    return _parsed_corpus(path, ontology, limit, states)
+    return _parsed_corpus(path, ontology, limit, contents)
 
 
 @functools.lru_cache(maxsize=8)
 def _parsed_corpus(
-    path: str, ontology: str | None, limit: int | None, _states: tuple[object, ...]
+    path: str, ontology: str | None, limit: int | None, _contents: tuple[object, ...]
 ) -> ProseCorpus:
     return load_prose_corpus(Path(path), _ontology(ontology)).scoped(limit)
 
 
 def _gold(name: str, path: str, split: str) -> GoldCorpus:
     # A cases folder's schemas live beside it, not in it.
-    states = (settled_state(path), settled_state(schemas_dir(path)) if Path(path).is_dir() else ())
-    if None in states:
+    schemas = contents_key(schemas_dir(path)) if Path(path).is_dir() else ()
+    contents = (contents_key(path), schemas)
+    if None in contents:
         return load_gold(name, Path(path), split)  # type: ignore[arg-type]
-    return _parsed_gold(name, path, split, states)
+    return _parsed_gold(name, path, split, contents)
 
 
 @functools.lru_cache(maxsize=8)
-def _parsed_gold(name: str, path: str, split: str, _state: tuple[object, ...]) -> GoldCorpus:
+def _parsed_gold(name: str, path: str, split: str, _contents: tuple[str, ...]) -> GoldCorpus:
     return load_gold(name, Path(path), split)  # type: ignore[arg-type]
 
 

@@ -64,18 +64,14 @@ def test_a_process_that_never_loaded_the_sealed_spec_says_which_backend(
         _ = resource.config
 
 
-def test_an_edited_corpus_or_ontology_is_read_again_in_the_same_process(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_an_edited_corpus_or_ontology_is_read_again_in_the_same_process(tmp_path: Path) -> None:
     """A notebook or script that materialises again after an edit: the parsed inputs had been
     kept by path alone, so the second run served the first's chunks and prompts."""
     from dagster import DagsterInstance, materialize
 
-    from evals_pipeline.core import digests
     from evals_pipeline.graph import build_definitions
     from evals_pipeline_tests.pipeline_fixtures import CORPUS, ONTOLOGY
 
-    monkeypatch.setattr(digests, "RACY_WINDOW_S", -1.0)  # trust a state at once (fresh files)
     corpus, ontology = tmp_path / "chunks.jsonl", tmp_path / "prose.yaml"
     corpus.write_bytes(CORPUS.read_bytes())
     ontology.write_bytes(ONTOLOGY.read_bytes())

@@ -31,25 +31,24 @@ def stat_state(st: os.stat_result) -> tuple[int, ...]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def settled_state(path: Path | str) -> tuple[object, ...] | None:
-    """What identifies the contents of a file, or of every file under a folder, for a memo of
-    what was read from it; None when that cannot be trusted: missing or unreadable (the loader
-    names why), or modified within RACY_WINDOW_S (see above)."""
+def contents_key(path: Path | str) -> tuple[str, ...] | None:
+    """The SHA-256 of a file, or of every file under a folder with its name, for a memo of
+    what was read from it (each digest is `file_sha256`'s, itself remembered while the file is
+    unchanged); None when missing or unreadable (the loader then names why)."""
     try:
         if not os.path.isdir(path):
-            states = [("", os.stat(path))]
-        else:
-            states = [
-                (os.path.join(root, name), os.stat(os.path.join(root, name)))
-                for root, _dirs, files in os.walk(path)
-                for name in files
-            ]
+            return (file_sha256(path),)
+        return tuple(
+            item
+            for root, _dirs, files in sorted(os.walk(path))
+            for name in sorted(files)
+            for item in (
+                os.path.relpath(os.path.join(root, name), path),
+                file_sha256(os.path.join(root, name)),
+            )
+        )
     except OSError:
         return None
-    newest = max((max(st.st_mtime, st.st_ctime) for _, st in states), default=0.0)
-    if time.time() - newest <= RACY_WINDOW_S:
-        return None
-    return tuple(sorted((name, *stat_state(st)) for name, st in states))
 
 
 def file_sha256(path: Path | str) -> str:

@@ -62,3 +62,17 @@ def test_the_racy_window_decides_whether_a_digest_is_remembered(
     monkeypatch.setattr(digests.time, "time", lambda: changed + digests.RACY_WINDOW_S + 1)
     file_sha256(path)
     assert os.path.abspath(path) in digests._memo
+
+
+def test_contents_key_changes_with_any_file_under_a_folder(tmp_path: Path) -> None:
+    from evals_pipeline.core.digests import contents_key
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x.yaml").write_text("x: 1\n")
+    (tmp_path / "b.txt").write_text("b")
+    key = contents_key(tmp_path)
+    assert key is not None and contents_key(tmp_path) == key
+    (tmp_path / "a" / "x.yaml").write_text("x: 2\n")  # same size, new contents
+    assert contents_key(tmp_path) not in (None, key)
+    assert contents_key(tmp_path / "b.txt") == contents_key(tmp_path / "b.txt")
+    assert contents_key(tmp_path / "missing") is None  # the loader names why
