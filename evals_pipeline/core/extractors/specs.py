@@ -113,11 +113,16 @@ def parse_backend_spec(spec: str) -> BackendSpec:
         )
     required, optional = _PARAMS[kind]
     params: dict[str, str] = {}
+    last = ""  # the parameter the previous item set
     if sep and not rest:
         raise BackendSpecError(spec, "nothing after ':'")
     for item in rest.split(",") if rest else []:
         name, eq, value = item.partition("=")
         name = name.strip()
+        if not eq and last == "path":
+            # A comma in a path (a project under /data/a,b/): not a parameter of its own.
+            params["path"] += f",{item}"
+            continue
         if not eq:
             raise BackendSpecError(spec, f"parameter {item!r} is not NAME=VALUE")
         if name not in required | optional:
@@ -129,7 +134,7 @@ def parse_backend_spec(spec: str) -> BackendSpec:
             raise BackendSpecError(spec, f"parameter {name!r} given twice")
         if not value:
             raise BackendSpecError(spec, f"parameter {name!r} is empty")
-        params[name] = value
+        params[name], last = value, name
     missing = sorted(required - params.keys())
     if missing:
         raise BackendSpecError(spec, f"{kind} needs {', '.join(missing)}=...")

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from evals_pipeline.core.errors import BackendSpecError
@@ -156,3 +158,26 @@ def test_timeout_and_retries_reach_the_transport_and_leave_the_fingerprint() -> 
     assert (transport._timeout_s, transport._max_retries) == (2.5, 0)
     transport = build_extractor(plain).transport  # type: ignore[attr-defined]
     assert (transport._timeout_s, transport._max_retries) == (120.0, 2)
+
+
+def test_a_comma_in_a_path_is_part_of_the_path() -> None:
+    """A project under /data/a,b/: the resolved cassette path had split into a parameter
+    "b/corpus/…" that is not NAME=VALUE, and the shipped config failed to load."""
+    spec = parse_backend_spec("cassette:path=/data/a,b/corpus/rules.jsonl")
+    assert spec.params["path"] == "/data/a,b/corpus/rules.jsonl"
+    uds = parse_backend_spec("oai-uds:path=/run/a,b/llm.sock,model=m,timeout=5")
+    assert uds.params == {"path": "/run/a,b/llm.sock", "model": "m", "timeout": "5"}
+    with pytest.raises(BackendSpecError, match="'x' is not NAME=VALUE"):
+        parse_backend_spec("oai-http:url=http://h:1/v1,x")  # only a path takes commas
+
+
+def test_a_project_under_a_folder_with_a_comma_loads(tmp_path: Path) -> None:
+    from evals_pipeline.core.config import load_config
+
+    root = tmp_path / "a,b"
+    root.mkdir()
+    (root / "evals.yaml").write_text(
+        "backends: {oracle: oracle, rules: 'cassette:path=corpus/rules.jsonl'}\nreference: oracle\n"
+    )
+    config = load_config(root / "evals.yaml")
+    assert config.specs["rules"].params["path"] == str(root / "corpus" / "rules.jsonl")
