@@ -17,9 +17,9 @@ from ..errors import ConfigError, MalformedReply, TransportError
 from ..models import Attempt, ChatRequest
 from .base import LoopBound, Reply, counted_reply
 from .capped import MAX_BODY_BYTES, refused_body, sdk_capped_transport
-from .redaction import redact_client_logs, redacted
+from .redaction import redact_client_logs, redacted, without_url_secrets
 from .retries import Retryable, Tries, retry_after_seconds, retryable_status, with_retries
-from .specs import DEFAULT_MODELS
+from .specs import DEFAULT_MODELS, url_problem
 
 if TYPE_CHECKING:
     import anthropic
@@ -27,6 +27,17 @@ if TYPE_CHECKING:
 DEFAULT_MODEL = DEFAULT_MODELS["anthropic"]
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 BASE_URL_ENV = "EVALS_ANTHROPIC_BASE_URL"
+
+
+def anthropic_base_url(base_url: str | None = None) -> str | None:
+    """`base_url`, else EVALS_ANTHROPIC_BASE_URL, else None (the SDK's); a URL that is not
+    http(s) with a host is a ConfigError naming where it came from, before any call (a typo
+    had run, every call failing as an error rate, exit 0)."""
+    url = base_url or os.environ.get(BASE_URL_ENV) or None
+    if url is not None and (problem := url_problem(url)) is not None:
+        where = "base_url" if base_url else BASE_URL_ENV
+        raise ConfigError(f"{where} {without_url_secrets(url)!r} {problem}")
+    return url
 
 
 def new_client(
@@ -178,7 +189,7 @@ class AnthropicTransport:
         self.provider = "anthropic"
         self.model = model
         self._key = key
-        self._base_url = base_url or os.environ.get(BASE_URL_ENV) or None
+        self._base_url = anthropic_base_url(base_url)
         self._timeout_s = timeout_s
         self._max_retries = max_retries
         self._backoff_s = backoff_s

@@ -147,19 +147,22 @@ def parse_backend_spec(spec: str) -> BackendSpec:
     return BackendSpec(kind=kind, params=params, raw=spec.strip())  # type: ignore[arg-type]
 
 
-def _check_url(spec: str, url: str) -> None:
-    """An http(s) URL with a host: `127.0.0.1:8000/v1` (no scheme) would otherwise run and
-    fail every call, counted as an error rate."""
+def url_problem(url: str) -> str | None:
+    """Why `url` is not an http(s) URL with a host, or None: `127.0.0.1:8000/v1` (no scheme)
+    or `htps://…` would otherwise run and fail every call, counted as an error rate."""
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - parsing the port is the check (a non-number raises)
     except ValueError as exc:
-        raise BackendSpecError(spec, f"url {url!r} does not parse: {exc}") from None
+        return f"does not parse: {exc}"
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise BackendSpecError(
-            spec,
-            f"url {url!r} must be http:// or https:// with a host, e.g. http://127.0.0.1:8000/v1",
-        )
+        return "must be http:// or https:// with a host, e.g. http://127.0.0.1:8000/v1"
+    return None
+
+
+def _check_url(spec: str, url: str) -> None:
+    if (problem := url_problem(url)) is not None:
+        raise BackendSpecError(spec, f"url {url!r} {problem}")
 
 
 def _check_number(spec: str, name: str, value: str) -> None:

@@ -9,14 +9,13 @@ parse (written before this rule) is asked again too, and the new verdict is appe
 from __future__ import annotations
 
 import asyncio
-import os
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
 from ..config import DEFAULT_JUDGE_MODEL
 from ..errors import CassetteWriteError, MalformedReply
-from ..extractors.anthropic import BASE_URL_ENV, messages_call, new_client
+from ..extractors.anthropic import anthropic_base_url, messages_call, new_client
 from ..extractors.base import NOT_AN_ANSWER, LoopBound
 from ..parsing import parse_structured
 from .cache import JudgeCache, judge_key
@@ -43,7 +42,7 @@ class JudgeClient:
         self.cache = cache
         self.model = model
         self._key = api_key
-        self._base_url = base_url or os.environ.get(BASE_URL_ENV) or None
+        self._base_url = anthropic_base_url(base_url)
         self._timeout_s = timeout_s
         self._max_retries = max_retries
         self._max_tokens = max_tokens

@@ -17,6 +17,7 @@ import json
 import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +31,7 @@ from evals_pipeline.core.ontology import EntityType, Ontology, RelationType
 from evals_pipeline.core.options import ExtractOptions
 from evals_pipeline.core.runner import extract_all, run_sync
 from evals_pipeline_tests.conftest import TEST_API_KEY
+from evals_pipeline_tests.pipeline_fixtures import make_config
 from evals_pipeline_tests.support.deterministic_backend import anthropic_responder
 from evals_pipeline_tests.support.llm_servers import (
     LoopbackLLMServer,
@@ -611,6 +613,31 @@ def test_base_url_from_environment(
     extractor = TransportExtractor(AnthropicTransport(model="m", api_key=TEST_API_KEY))
     assert len(_extract(extractor).result.entities) == 2
     assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("url", ["htps://127.0.0.1:1", "127.0.0.1:8000/v1", "http://h:port/"])
+def test_a_mistyped_base_url_is_refused_before_any_call(
+    monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    """A typo in EVALS_ANTHROPIC_BASE_URL had run, every call failing as an error rate (exit 0):
+    the transport, the judge and the plan each refuse it, naming the variable."""
+    from evals_pipeline.core.judge.cache import JudgeCache
+    from evals_pipeline.core.judge.client import JudgeClient
+    from evals_pipeline.core.plan import plan_run
+
+    monkeypatch.setenv("EVALS_ANTHROPIC_BASE_URL", url.replace("//", "//u:PW-SECRET@", 1))
+    for build in (
+        lambda: AnthropicTransport(model="m", api_key=TEST_API_KEY),
+        lambda: JudgeClient(JudgeCache("unused.jsonl"), api_key=TEST_API_KEY),
+    ):
+        with pytest.raises(ConfigError, match="EVALS_ANTHROPIC_BASE_URL '") as err:
+            build()
+        assert "SECRET" not in str(err.value)
+    config = make_config(Path("."), {"oracle": "oracle", "a": "anthropic:model=m"})
+    with pytest.raises(ConfigError, match="EVALS_ANTHROPIC_BASE_URL"):
+        plan_run(config, [], None, corpus_path="c", corpus_digest="d", environ={})
+    with pytest.raises(ConfigError, match="base_url 'htps://x'"):
+        AnthropicTransport(model="m", api_key=TEST_API_KEY, base_url="htps://x")
 
 
 @pytest.mark.parametrize("status", [200, 529])
