@@ -25,7 +25,7 @@ DEFAULT_SCOPE = 50
 
 def default_config_path() -> Path:
     """EVALS_CONFIG, else evals.yaml in the working directory (the repository root)."""
-    return Path(os.environ.get(CONFIG_ENV, DEFAULT_CONFIG)).resolve()
+    return Path(os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG).resolve()  # empty: unset
 
 
 JudgeMode = Literal["reference", "pairwise", "both"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
 from datetime import date
 from pathlib import Path
@@ -37,10 +38,22 @@ def _file_in_the_way(path: Path | str) -> Path | None:
     return None
 
 
+# As the process writes: the effective user (a setuid-nobody test, a sudo -u run).
+_EFFECTIVE = {"effective_ids": True} if os.access in os.supports_effective_ids else {}
+
+
 def cannot_be_made(path: Path | str) -> str | None:
-    """Why `path` cannot be made (a file stands where one of its folders goes), or None."""
+    """Why `path` cannot be made, or None: a file stands where one of its folders goes, or the
+    folder it would be made in is not writable (a read-only mount, another user's folder),
+    which had failed a step after the run's calls with a bare OSError."""
     blocker = _file_in_the_way(path)
-    return None if blocker is None else f"cannot be made: {blocker} is a file, not a folder"
+    if blocker is not None:
+        return f"cannot be made: {blocker} is a file, not a folder"
+    path = Path(path)
+    folder = next((p for p in (path, *path.parents) if p.is_dir()), None)
+    if folder is not None and not os.access(folder, os.W_OK | os.X_OK, **_EFFECTIVE):
+        return f"cannot be made: {folder} is not writable"
+    return None
 
 
 def refuse_overwrite(flag: str, target: Path, uses: list[tuple[str, Path, bool]]) -> None:

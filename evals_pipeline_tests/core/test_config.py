@@ -242,3 +242,12 @@ def test_two_prose_recorders_of_one_file_are_left_to_the_plans_guard(tmp_path: P
         "record_cassette: {a: r.jsonl, b: r.jsonl}\n",
     )
     load_config(path).check_outputs(path)  # the dry run shows it (test_cli)
+
+
+def test_an_empty_evals_config_is_unset(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """As the gate has it: an empty EVALS_CONFIG had been the working folder, "is a folder"."""
+    from evals_pipeline.core.config import default_config_path
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("EVALS_CONFIG", "")
+    assert default_config_path() == tmp_path / "evals.yaml"

@@ -170,6 +170,9 @@ def example_files(directory: Path, baseline: Path | None = None) -> list[Path]:
     skip = {(directory / BASELINE_FILE).resolve()}
     if baseline is not None:
         skip.add(baseline.resolve())
+    for path in directory.iterdir():  # claims-053.JSON had been skipped: no example, no error
+        if path.suffix != ".json" and path.suffix.lower() == ".json":
+            raise InputFileError(path, "a golden example's name ends in .json, in lower case")
     found = sorted(p for p in directory.glob("*.json") if p.resolve() not in skip)
     for path in found:  # nothing is skipped quietly: a folder named like an example is an error
         if path.is_dir():

@@ -38,6 +38,8 @@ _PARAMS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "oracle": (frozenset(), frozenset()),
 }
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# A name is part of file names (`<name>-<64 hex digits>.jsonl`) that must fit in 255 bytes.
+MAX_NAME_LEN = 100
 
 
 # The model a live backend calls when its spec names none.
@@ -183,11 +185,14 @@ def _check_number(spec: str, name: str, value: str) -> None:
 def check_name(name: str) -> str | None:
     """Why `name` cannot be a backend or gold-corpus name (a partition key and a folder), or
     None: letters, digits, '_', '-' or '.', starting with a letter or digit."""
-    if _NAME.match(name):
-        return None
-    return (
-        f"name {name!r} must be letters, digits, '_', '-' or '.', starting with a letter or digit"
-    )
+    if not _NAME.match(name):
+        return (
+            f"name {name!r} must be letters, digits, '_', '-' or '.', starting with a letter or "
+            "digit"
+        )
+    if len(name) > MAX_NAME_LEN:  # it names files (a cache's, a report folder): had failed a step
+        return f"name {name[:20]!r}… is {len(name)} characters; at most {MAX_NAME_LEN}"
+    return None
 
 
 def parse_named_backend(text: str) -> tuple[str, BackendSpec]:

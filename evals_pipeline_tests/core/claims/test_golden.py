@@ -109,6 +109,14 @@ def test_a_folder_named_like_an_example_is_an_error_not_skipped(tmp_path: Path) 
         load_golden_set(tmp_path)
 
 
+def test_an_example_named_in_upper_case_is_an_error_not_skipped(tmp_path: Path) -> None:
+    make_golden(tmp_path)
+    (tmp_path / "claims-053.JSON").write_text("{}")  # had been left out without a word
+    with pytest.raises(InputFileError, match=r"ends in \.json, in lower case") as caught:
+        load_golden_set(tmp_path)
+    assert caught.value.path == tmp_path / "claims-053.JSON"
+
+
 def test_the_baseline_and_recordings_are_not_read_as_examples(tmp_path: Path) -> None:
     make_golden(tmp_path)
     (tmp_path / "baseline.json").write_text("{}")

@@ -181,3 +181,14 @@ def test_a_project_under_a_folder_with_a_comma_loads(tmp_path: Path) -> None:
     )
     config = load_config(root / "evals.yaml")
     assert config.specs["rules"].params["path"] == str(root / "corpus" / "rules.jsonl")
+
+
+def test_a_name_too_long_for_a_file_name_is_refused() -> None:
+    """A 250-character name had passed, then failed the extraction step: "File name too long"
+    (it is part of the cache's file name)."""
+    from evals_pipeline.core.extractors.specs import MAX_NAME_LEN, check_name
+
+    assert check_name("a" * MAX_NAME_LEN) is None
+    assert "250 characters; at most 100" in str(check_name("a" * 250))
+    with pytest.raises(BackendSpecError, match="at most 100"):
+        parse_named_backend("a" * 250 + "=oracle")
