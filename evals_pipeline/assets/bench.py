@@ -33,6 +33,7 @@ from ..core.bench.runner import merge_rows, row_cost, write_run
 from ..core.config import EvalsConfig
 from ..partitions import backend_crossed, crossed_key, fan_in, partition_check, split_crossed
 from ..resources import EvalsResource
+from ..versions import bench_version, gold_version
 from .extraction import COVERAGE_CHECK, LLM_POOL
 from .spend import extractor_spent, spend_before_failure
 
@@ -70,7 +71,12 @@ def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:
     golds = gold_partitions(config)
     runs = bench_partitions(config)
 
-    @asset(partitions_def=golds, io_manager_key="json_io", group_name="bench")
+    @asset(
+        partitions_def=golds,
+        io_manager_key="json_io",
+        group_name="bench",
+        code_version=gold_version(config),
+    )
     def gold_corpus(context: AssetExecutionContext, evals: EvalsResource) -> Output[dict]:
         """A gold corpus, loaded and checked: quotes verbatim, values coerced, handles known."""
         gold = evals.gold(context.partition_key)
@@ -90,6 +96,7 @@ def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         io_manager_key="json_io",
         group_name="bench",
         pool=LLM_POOL,
+        code_version=bench_version(config),
         ins={"gold_corpus": AssetIn(partition_mapping=BY_GOLD)},
         check_specs=[
             partition_check(

@@ -26,6 +26,7 @@ from ..core.config import EvalsConfig
 from ..core.tables import episodes_table, table_episodes
 from ..partitions import mode_partitions, partition_check
 from ..resources import EvalsResource
+from ..versions import corpus_version
 
 PLAN_GUARDS = (
     "cassette_integrity",
@@ -55,7 +56,12 @@ GUARD_DESCRIPTIONS = {
 def build_corpus_assets(config: EvalsConfig) -> list[AssetsDefinition]:
     modes = mode_partitions(config)
 
-    @asset(partitions_def=modes, io_manager_key="parquet_io", group_name="inputs")
+    @asset(
+        partitions_def=modes,
+        io_manager_key="parquet_io",
+        group_name="inputs",
+        code_version=corpus_version(config),
+    )
     def corpus(context: AssetExecutionContext, evals: EvalsResource) -> Output[pd.DataFrame]:
         """The chunks in scope, with each chunk's cassette key under this mode's prompts."""
         mode = context.partition_key

@@ -30,6 +30,7 @@ from ..core.reports.report import backend_summary, float_metrics
 from ..core.tables import extraction_table, table_episodes
 from ..partitions import BY_MODE, extraction_partitions, partition_check, split_key
 from ..resources import EvalsResource
+from ..versions import extraction_version
 from .corpus import PLAN_GUARDS
 from .spend import extractor_spent, spend_before_failure
 
@@ -45,6 +46,7 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         io_manager_key="parquet_io",
         group_name="extraction",
         pool=LLM_POOL,
+        code_version=extraction_version(config),
         ins={"corpus": AssetIn(partition_mapping=BY_MODE)},
         deps=[AssetDep("run_plan", partition_mapping=BY_MODE)],
         check_specs=[
