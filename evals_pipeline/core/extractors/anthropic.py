@@ -17,7 +17,7 @@ from ..errors import ConfigError, MalformedReply, TransportError
 from ..models import Attempt, ChatRequest
 from .base import LoopBound, Reply, counted_reply
 from .capped import MAX_BODY_BYTES, refused_body, sdk_capped_transport
-from .redaction import redact_client_logs, redacted, without_url_secrets
+from .redaction import redact_client_logs, redacted, without_userinfo
 from .retries import Retryable, Tries, retry_after_seconds, retryable_status, with_retries
 from .specs import DEFAULT_MODELS, url_problem
 
@@ -36,7 +36,7 @@ def anthropic_base_url(base_url: str | None = None) -> str | None:
     url = base_url or os.environ.get(BASE_URL_ENV) or None
     if url is not None and (problem := url_problem(url)) is not None:
         where = "base_url" if base_url else BASE_URL_ENV
-        raise ConfigError(f"{where} {without_url_secrets(url)!r} {problem}")
+        raise ConfigError(f"{where} {without_userinfo(url)!r} {problem}")
     return url
 
 

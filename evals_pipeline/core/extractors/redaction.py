@@ -25,20 +25,43 @@ def without_url_secrets(text: str) -> str:
     return _BASIC_AUTH_IN_TEXT.sub("BasicAuth(...)", _URL_IN_TEXT.sub(r"\1\2", text))
 
 
-# A spec's url= value runs to the next parameter or the end: a password can hold a comma.
-_URL_VALUE = re.compile(r"(?:^|[:,])url=(.*?)(?=,(?:model|timeout|retries|url|path)=|$)")
+# A spec's url= value runs to the next parameter or the end: a password can hold a comma. The
+# parser strips spaces around a name, so `, url =` is a url= too.
+_URL_VALUE = re.compile(
+    r"(?:^|[:,])\s*url\s*=(.*?)(?=,\s*(?:model|timeout|retries|url|path)\s*=|$)"
+)
+# What comes before a URL's user info however mistyped: a scheme and its slashes (`http://`,
+# `http:/`, `htps://`), or nothing.
+_SCHEME = re.compile(r"^\s*[A-Za-z][\w+.-]*:/+")
+_AUTHORITY_END = re.compile(r"[/?#]")
+
+
+def url_userinfo(url: str) -> str | None:
+    """The user info of `url` however it is mistyped (no scheme, one slash, an `@` or a comma
+    in the password): everything before the last `@` of the part that names the host, which
+    ends at the first `/`, `?` or `#` after the scheme (so an `@` in a path or a query, as in
+    `/v1/@latest` or `?user=me@corp.com`, is not user info). None when there is none."""
+    scheme = _SCHEME.match(url)
+    rest = url[scheme.end() :] if scheme else url
+    end = _AUTHORITY_END.search(rest)
+    authority = rest[: end.start()] if end else rest
+    return authority[: authority.rindex("@") + 1] if "@" in authority else None
+
+
+def without_userinfo(url: str) -> str:
+    """`url`, however mistyped, without its user info (see url_userinfo) or query string."""
+    userinfo = url_userinfo(url)
+    return without_url_secrets(url.replace(userinfo, "", 1) if userinfo else url)
 
 
 def spec_userinfo(spec: str) -> list[str]:
-    """The user info of a spec's url= value however the URL is mistyped (no scheme, `http:/`,
-    an `@` or a comma in the password), and each comma-split piece of it: the text a spec
-    error must not echo. A well-formed URL's is `without_url_secrets`'s too."""
+    """The user info of a spec's url= value (see url_userinfo), and each comma-split piece of
+    it: the text a spec error must not echo (its problem quotes a piece when a comma in the
+    password split the spec). A well-formed URL's is `without_url_secrets`'s too."""
     found = _URL_VALUE.search(spec)
-    if found is None or "@" not in found.group(1):
+    userinfo = url_userinfo(found.group(1)) if found else None
+    if not userinfo:
         return []
-    value = found.group(1)
-    value = value.split("://", 1)[1] if "://" in value else value
-    userinfo = value[: value.rindex("@") + 1]
     # A piece too short to be worth hiding would only garble the message where it recurs.
     return [userinfo, *(piece for piece in userinfo.split(",") if len(piece) >= 3)]
 

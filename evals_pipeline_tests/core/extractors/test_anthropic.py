@@ -615,7 +615,15 @@ def test_base_url_from_environment(
     assert len(server.requests) == 2
 
 
-@pytest.mark.parametrize("url", ["htps://127.0.0.1:1", "127.0.0.1:8000/v1", "http://h:port/"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "htps://u:PW-SECRET@127.0.0.1:1",
+        "u:PW-SECRET@127.0.0.1:8000/v1",  # no scheme: the URL redaction had let it through
+        "http:/u:PW-SECRET@proxy.local",
+        "http://u:PW-SECRET@h:port/",
+    ],
+)
 def test_a_mistyped_base_url_is_refused_before_any_call(
     monkeypatch: pytest.MonkeyPatch, url: str
 ) -> None:
@@ -625,7 +633,7 @@ def test_a_mistyped_base_url_is_refused_before_any_call(
     from evals_pipeline.core.judge.client import JudgeClient
     from evals_pipeline.core.plan import plan_run
 
-    monkeypatch.setenv("EVALS_ANTHROPIC_BASE_URL", url.replace("//", "//u:PW-SECRET@", 1))
+    monkeypatch.setenv("EVALS_ANTHROPIC_BASE_URL", url)
     for build in (
         lambda: AnthropicTransport(model="m", api_key=TEST_API_KEY),
         lambda: JudgeClient(JudgeCache("unused.jsonl"), api_key=TEST_API_KEY),

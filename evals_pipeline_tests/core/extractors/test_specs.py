@@ -65,7 +65,10 @@ def test_typos_are_usage_errors_naming_the_spec(spec: str, problem: str) -> None
         # A mistyped URL had been echoed with its user info: no scheme, one slash, a comma or
         # an @ in the password (the comma splits the spec, and the problem quotes a piece).
         ("oai-http:url=user:PW-SECRET-1@127.0.0.1:9/v1", "url '127.0.0.1:9/v1' must be"),
-        ("oai-http:url=http:/user:PW-SECRET-1@127.0.0.1:9/v1", "url '127.0.0.1:9/v1' must be"),
+        ("oai-http:url=http:/user:PW-SECRET-1@127.0.0.1:9/v1", "url 'http:/127.0.0.1:9/v1' must"),
+        # The parser strips spaces around a name: `, url =` is a url= too.
+        ("oai-http:model=m, url=user:PW-SECRET-1@h/v1", "url 'h/v1' must be"),
+        ("oai-http:url =user:PW-SECRET-1@h/v1", "url 'h/v1' must be"),
         ("oai-http:url=http://user:PW-SEC,RET-1@127.0.0.1:9/v1", "'127.0.0.1:9/v1' is not NAME"),
         ("oai-http:url=http://user:PW@SECRET-1@127.0.0.1:9/v1,modle=m", "unknown parameter"),
         ("oai-http:url=http://u:PW-SECRET-1@127.0.0.1:9/v1,model=c@2024,modle=m", "'modle'"),
@@ -77,10 +80,10 @@ def test_a_spec_error_shows_no_url_credential(spec: str, problem: str) -> None:
     with pytest.raises(BackendSpecError) as err:
         parse_backend_spec(spec)
     message = str(err.value)
-    assert problem in message and "oai-http:url=" in message
+    assert problem in message and "oai-http:" in message
     assert "SECRET" not in message and "SECRET" not in err.value.spec + err.value.problem
     assert "PW" not in message
-    assert "model=c@2024" in message or "model=" not in spec  # only the URL's is user info
+    assert "model=c@2024" in message or "c@2024" not in spec  # only the URL's is user info
 
 
 def test_a_named_spec_error_shows_no_url_credential() -> None:
@@ -192,3 +195,17 @@ def test_a_name_too_long_for_a_file_name_is_refused() -> None:
     assert "250 characters; at most 100" in str(check_name("a" * 250))
     with pytest.raises(BackendSpecError, match="at most 100"):
         parse_named_backend("a" * 250 + "=oracle")
+
+
+@pytest.mark.parametrize(
+    ("spec", "shown"),
+    [
+        ("oai-http:url=http://llm.internal:8000/v1/@latest,timeout=x", "http://llm.internal:8000"),
+        ("oai-http:url=http://h:1/v1?user=me@corp.com,timeout=x", "url=http://h:1/v1,timeout"),
+    ],
+)
+def test_an_at_sign_past_the_host_is_not_user_info(spec: str, shown: str) -> None:
+    """Taking everything up to the URL's last @ as user info had named the wrong host."""
+    with pytest.raises(BackendSpecError) as err:
+        parse_backend_spec(spec)
+    assert shown in str(err.value) and "timeout='x'" in str(err.value)
