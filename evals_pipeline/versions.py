@@ -36,14 +36,16 @@ def _files(paths: Iterable[Path | str | None]) -> list[object]:
     return [(str(p), contents_key(p)) for p in paths if p is not None]
 
 
-def _cassettes(specs: dict[str, str], record: dict[str, Path]) -> list[object]:
-    """Each backend's spec, and the digest of the cassette it replays or records into."""
+def _cassettes(specs: dict[str, str]) -> list[object]:
+    """Each backend's spec, and the digest of the cassette it replays. Not of a cassette it
+    records into: the step writes that itself, and each recording run had marked its own
+    extractions stale."""
     from .core.extractors.specs import parse_backend_spec
 
     out: list[object] = []
     for name, raw in sorted(specs.items()):
         path = parse_backend_spec(raw).params.get("path")
-        out += [name, raw, *_files([path if path else None, record.get(name)])]
+        out += [name, raw, *_files([path if path else None])]
     return out
 
 
@@ -56,7 +58,7 @@ def corpus_version(config: EvalsConfig) -> str:
 
 def extraction_version(config: EvalsConfig) -> str:
     """What answers the extractions: every backend's spec and cassette."""
-    return _version(_cassettes(config.backends, config.record_cassette))
+    return _version(_cassettes(config.backends))
 
 
 def gold_version(config: EvalsConfig) -> str:
@@ -70,5 +72,5 @@ def gold_version(config: EvalsConfig) -> str:
 
 def bench_version(config: EvalsConfig) -> str:
     """What answers the bench: its backends' specs and cassettes, and the prompts."""
-    cassettes = _cassettes(config.bench_backends, config.bench.record_cassette)
+    cassettes = _cassettes(config.bench_backends)
     return _version([*cassettes, *_files([_PROMPTS])])

@@ -57,3 +57,34 @@ def test_an_edited_cassette_or_corpus_marks_what_reads_it_stale(tmp_path: Path) 
         }
         corpus.write_text(corpus.read_text().replace("Ada Lovelace, born", "Ada, born", 1))
         assert _status(config, instance)["corpus"] == StaleStatus.STALE
+
+
+def test_a_recording_run_does_not_mark_its_own_extractions_stale(tmp_path: Path) -> None:
+    """The cassette a live backend records into is the step's own output, not an input."""
+    from evals_pipeline_tests.support.deterministic_backend import openai_responder
+    from evals_pipeline_tests.support.llm_servers import LoopbackLLMServer
+
+    with LoopbackLLMServer("openai", responder=openai_responder) as server:
+        config = make_config(
+            tmp_path,
+            {"oracle": "oracle", "rules": f"oai-http:url={server.base_url},model=rules"},
+            modes=("strict",),
+            record_cassette={"rules": tmp_path / "live.jsonl"},
+        )
+        defs = build_definitions(config)
+        assets, resources = list(defs.assets or []), defs.resources
+        with DagsterInstance.ephemeral() as instance:
+            for selection, key in (
+                (["corpus", "run_plan"], "strict"),
+                (["extractions"], "rules|strict"),
+            ):
+                result = materialize(
+                    assets,
+                    selection=selection,
+                    partition_key=key,
+                    instance=instance,
+                    resources=resources,
+                )
+                assert result.success
+            assert (tmp_path / "live.jsonl").stat().st_size > 0
+            assert set(_status(config, instance).values()) == {StaleStatus.FRESH}
