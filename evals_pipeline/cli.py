@@ -244,11 +244,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         config = _config(args, parser)
+        # The project file a run read, if it read one (a --backend run reads none).
+        source = None if args.backend else (args.config or default_config_path())
         if args.output is not None:
-            refuse_overwrite("--output", args.output, config.paths_in_use())
+            uses = config.paths_in_use()
+            uses += [("the project file", source, False)] if source is not None else []
+            refuse_overwrite("--output", args.output, uses)
         if args.dry_run:
             print(dry_run(config))
             return 0
+        config.check_writable(source or "command line")
         from .materialize import materialize_all, stop_on_sigterm
         from .run_summary import print_problems, print_summary
 

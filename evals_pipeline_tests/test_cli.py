@@ -294,6 +294,37 @@ def test_a_path_under_a_file_is_an_error_before_the_run_not_a_traceback_after(
     assert f"[cassette_integrity] r: cassette {afile / 'x.jsonl'}: file not found ({afile}" in out
 
 
+def test_a_folder_a_real_run_cannot_write_is_refused_before_it_but_not_by_a_dry_run(
+    shared_folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A read-only output_dir had failed only the report step, after every extraction; a dry
+    run writes nothing, and a --backend run from a read-only folder still plans."""
+    from evals_pipeline_tests.support.locks import without_write_access
+
+    out = shared_folder / "reports"
+    base = ["--backend", "o=oracle", "--reference", "o", "--corpus", str(CORPUS), "--limit", "1"]
+    base += ["--output-dir", str(out), "--cache-dir", str(shared_folder / "cache")]
+    with without_write_access(shared_folder):
+        assert main([*base, "--dry-run"]) == 0
+        capsys.readouterr()
+        assert main(base) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"command line [output_dir]: {out}: cannot be made: {shared_folder} is not writable" in err
+    )
+    assert not out.exists()
+
+
+def test_output_onto_the_project_file_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path, ["open"])
+    before = config.read_bytes()
+    assert main(["--config", str(config), "--output", str(config)]) == 2
+    assert "that is the project file, which this run uses" in capsys.readouterr().err
+    assert config.read_bytes() == before
+
+
 def test_two_backends_recording_into_one_file_is_a_guard_the_dry_run_shows(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from .errors import BackendSpecError, InputFileError
 from .extractors.specs import BackendSpec, check_name, parse_backend_spec, parse_named_backend
-from .files import cannot_be_made, load_yaml, validate_file_model
+from .files import cannot_be_made, load_yaml, not_writable, validate_file_model
 from .models import ONTOLOGY_MODES, OntologyMode
 from .options import DEFAULT_MAX_TOKENS_EDGES, DEFAULT_MAX_TOKENS_ENTITIES
 
@@ -240,6 +240,21 @@ class EvalsConfig(BaseModel):
                 f"{self.judge.cache}: is a folder; name the cache's JSONL file",
                 field="judge.cache",
             )
+        return self
+
+    def check_writable(self, source: Path | str) -> EvalsConfig:
+        """The folders a real run writes into are writable (not for a dry run, which writes
+        nothing, nor for loading the definitions): a read-only cache_dir or output_dir had
+        failed a step after the run's calls. Recording targets are the plan's guard."""
+        folders: list[tuple[str, Path]] = [
+            ("output_dir", self.output_dir),
+            ("cache_dir", self.cache_dir),
+        ]
+        if self.bench.corpora:
+            folders.append(("bench.output_dir", self.bench.output_dir))
+        for field, path in folders:
+            if (why := not_writable(path)) is not None:
+                raise InputFileError(source, f"{path}: {why}", field=field)
         return self
 
     def paths_in_use(self) -> list[tuple[str, Path, bool]]:

@@ -38,19 +38,28 @@ def _file_in_the_way(path: Path | str) -> Path | None:
     return None
 
 
+def cannot_be_made(path: Path | str) -> str | None:
+    """Why `path` cannot be made (a file stands where one of its folders goes), or None."""
+    blocker = _file_in_the_way(path)
+    return None if blocker is None else f"cannot be made: {blocker} is a file, not a folder"
+
+
 # As the process writes: the effective user (a setuid-nobody test, a sudo -u run).
 _EFFECTIVE = {"effective_ids": True} if os.access in os.supports_effective_ids else {}
 
 
-def cannot_be_made(path: Path | str) -> str | None:
-    """Why `path` cannot be made, or None: a file stands where one of its folders goes, or the
-    folder it would be made in is not writable (a read-only mount, another user's folder),
-    which had failed a step after the run's calls with a bare OSError."""
-    blocker = _file_in_the_way(path)
-    if blocker is not None:
-        return f"cannot be made: {blocker} is a file, not a folder"
+def not_writable(path: Path | str, *, in_place: bool = False) -> str | None:
+    """Why the process cannot write `path`, or None: the folder it would be made in (or, with
+    `in_place`, an existing file appended to where it is) is not writable: a read-only mount,
+    another user's folder. Had failed a step after the run's calls with a bare OSError. Where
+    the answer is unclear (a folder it cannot search), None: the write says why."""
     path = Path(path)
-    folder = next((p for p in (path, *path.parents) if p.is_dir()), None)
+    try:
+        if in_place and path.is_file():
+            return None if os.access(path, os.W_OK, **_EFFECTIVE) else f"{path} is not writable"
+        folder = next((p for p in (path, *path.parents) if p.is_dir()), None)
+    except OSError:
+        return None
     if folder is not None and not os.access(folder, os.W_OK | os.X_OK, **_EFFECTIVE):
         return f"cannot be made: {folder} is not writable"
     return None

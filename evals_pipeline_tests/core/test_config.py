@@ -8,6 +8,11 @@ from evals_pipeline.core.errors import InputFileError
 REPO = Path(__file__).resolve().parents[2]
 
 
+def mkdir(path: Path) -> Path:
+    path.mkdir()
+    return path
+
+
 def write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "evals.yaml"
     path.write_text(text)
@@ -251,3 +256,27 @@ def test_an_empty_evals_config_is_unset(monkeypatch: pytest.MonkeyPatch, tmp_pat
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("EVALS_CONFIG", "")
     assert default_config_path() == tmp_path / "evals.yaml"
+
+
+def test_the_bench_output_folder_is_checked_only_when_there_is_a_bench(
+    tmp_path: Path, shared_folder: Path
+) -> None:
+    from evals_pipeline_tests.support.locks import without_write_access
+
+    text = (
+        "backends: {a: oracle}\nreference: a\n"
+        f"output_dir: {tmp_path / 'r'}\ncache_dir: {tmp_path / 'c'}\n"
+        f"bench: {{output_dir: {shared_folder / 'b'}}}\n"
+    )
+    plain = load_config(write(tmp_path, text))
+    with_bench = load_config(
+        write(
+            mkdir(tmp_path / "b"),
+            text.replace("bench: {", f"bench: {{corpora: {{c: {tmp_path}}}, "),
+        )
+    )
+    with without_write_access(shared_folder):
+        plain.check_writable("p")  # no bench corpora: nothing goes there
+        with pytest.raises(InputFileError) as err:
+            with_bench.check_writable("p")
+    assert err.value.field == "bench.output_dir"

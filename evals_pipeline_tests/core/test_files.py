@@ -207,13 +207,18 @@ def test_cost_is_the_tokens_at_the_models_price_and_none_without_one() -> None:
     assert cost_usd("m", 10, 10, None) is None and cost_usd(None, 10, 10, prices) is None
 
 
-def test_a_path_in_a_folder_this_user_cannot_write_cannot_be_made(shared_folder: Path) -> None:
+def test_a_path_in_a_folder_this_user_cannot_write_is_not_writable(shared_folder: Path) -> None:
     """A read-only cache_dir or output_dir had failed a step after the run's calls, with a bare
-    OSError; the run's output check refuses it first, naming the folder."""
-    from evals_pipeline.core.files import cannot_be_made
+    OSError; a real run's check refuses it first, naming the folder."""
+    from evals_pipeline.core.files import not_writable
     from evals_pipeline_tests.support.locks import without_write_access
 
-    assert cannot_be_made(shared_folder / "cache" / "x") is None
+    existing = shared_folder / "cache.jsonl"
+    existing.write_text("")
+    existing.chmod(0o666)
+    assert not_writable(shared_folder / "cache" / "x") is None
     with without_write_access(shared_folder):
-        for path in (shared_folder, shared_folder / "cache" / "x", shared_folder / "r.json"):
-            assert cannot_be_made(path) == f"cannot be made: {shared_folder} is not writable"
+        for path in (shared_folder, shared_folder / "cache" / "x", existing):
+            assert not_writable(path) == f"cannot be made: {shared_folder} is not writable"
+        # A file appended to where it is needs only itself to be writable (the judge cache).
+        assert not_writable(existing, in_place=True) is None

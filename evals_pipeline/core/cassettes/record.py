@@ -18,7 +18,7 @@ from ..errors import (
     RecordingTargetMismatch,
 )
 from ..extractors.base import Extractor, classify_entities_items, classify_relations_items
-from ..files import cannot_be_made
+from ..files import cannot_be_made, not_writable
 from ..models import (
     CallType,
     ClassifyOutcome,
@@ -160,8 +160,8 @@ def check_record_target(
     off) is not a record: its call is made again and the next append sets it aside."""
     if path.is_dir():
         raise CassetteNotAFile(path, "is a folder; --record-cassette names a file")
-    if (why := cannot_be_made(path)) is not None:
-        raise CassetteNotAFile(path, why)
+    if (why := cannot_be_made(path) or not_writable(path)) is not None:
+        raise CassetteNotAFile(path, why)  # (its sidecar is made beside it: the folder, too)
     if not path.is_file() or path.stat().st_size == 0:
         return
     first_line: dict[str, int] = {}
