@@ -13,6 +13,7 @@ they leave the extraction cache's fingerprint as it was.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
@@ -107,6 +108,15 @@ class BackendSpec:
         return self.raw.replace(url, clean)
 
 
+def _continues_path(path: str, piece: str) -> bool:
+    """Whether `piece`, after a comma, is more of `path`: it goes on into a folder (`b/x.jsonl`
+    of `/data/a,b/x.jsonl`), or the joined path exists. A typo (`,model:m`, `,,`, `, model`)
+    stays an error rather than a path that fails every call."""
+    if not piece or piece != piece.strip() or ":" in piece:
+        return False
+    return "/" in piece or os.path.exists(f"{path},{piece}")
+
+
 def parse_backend_spec(spec: str) -> BackendSpec:
     kind, sep, rest = spec.strip().partition(":")
     if kind not in _PARAMS:
@@ -121,7 +131,7 @@ def parse_backend_spec(spec: str) -> BackendSpec:
     for item in rest.split(",") if rest else []:
         name, eq, value = item.partition("=")
         name = name.strip()
-        if not eq and last == "path":
+        if not eq and last == "path" and _continues_path(params["path"], item):
             # A comma in a path (a project under /data/a,b/): not a parameter of its own.
             params["path"] += f",{item}"
             continue

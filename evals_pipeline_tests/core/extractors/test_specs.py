@@ -172,6 +172,22 @@ def test_a_comma_in_a_path_is_part_of_the_path() -> None:
     assert uds.params == {"path": "/run/a,b/llm.sock", "model": "m", "timeout": "5"}
     with pytest.raises(BackendSpecError, match="'x' is not NAME=VALUE"):
         parse_backend_spec("oai-http:url=http://h:1/v1,x")  # only a path takes commas
+    # A typo after a path stays an error: it had become a path that fails every call.
+    for typo in (
+        "oai-uds:path=/run/llm.sock,model:llama3",
+        "oai-uds:path=/run/llm.sock,",
+        "oai-uds:path=/run/llm.sock,,model=m",
+        "cassette:path=a.jsonl, model",
+        "cassette:path=a.jsonl,llama3.1",
+    ):
+        with pytest.raises(BackendSpecError, match="is not NAME=VALUE"):
+            parse_backend_spec(typo)
+
+
+def test_a_comma_in_a_file_name_that_exists_is_part_of_the_path(tmp_path: Path) -> None:
+    (tmp_path / "a,b.jsonl").write_text("")
+    spec = parse_backend_spec(f"cassette:path={tmp_path / 'a'},b.jsonl")
+    assert spec.params["path"] == str(tmp_path / "a,b.jsonl")
 
 
 def test_a_project_under_a_folder_with_a_comma_loads(tmp_path: Path) -> None:
