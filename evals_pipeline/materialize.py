@@ -29,6 +29,7 @@ from dagster import (
     DagsterInstance,
     Definitions,
     ExecuteInProcessResult,
+    Failure,
     materialize,
 )
 from dagster._utils.error import SerializableErrorInfo  # the step failure's error chain
@@ -189,7 +190,12 @@ def step_error_line(error: SerializableErrorInfo | None) -> str:
         error = error.cause
     if error is None or not error.message.strip():
         return ""
-    return f": {error.message.strip().splitlines()[-1]}"
+    line = error.message.strip().splitlines()[-1]
+    # A step's own Failure (run_plan's failed guards) says why; Dagster's class path does not.
+    return f": {line.removeprefix(_FAILURE_PREFIX)}"
+
+
+_FAILURE_PREFIX = f"{Failure.__module__}.{Failure.__qualname__}: "
 
 
 def _dagsters(error: SerializableErrorInfo) -> bool:

@@ -289,6 +289,10 @@ def test_a_blocking_guard_stops_the_run_before_any_extraction(
         outcome = materialize_all(config, instance, quiet=True)
         assert not outcome.success
         assert any(f" {check}: " in line for line in outcome.failed_checks), outcome.failed_checks
+        # One line for the step, naming the check, not Dagster's class path of its Failure.
+        assert outcome.failed_steps == [
+            f"run_plan[strict]: blocking check(s) failed: {check} (see the checks)"
+        ], outcome.failed_steps
         assert outcome.extraction_calls == 0
         assert outcome.replayed == 0  # no extraction step ran, not even the oracle's
         assert not _materialized(instance, "run_plan")  # a failed guard fails its step too

@@ -99,3 +99,17 @@ def test_an_edited_corpus_or_ontology_is_read_again_in_the_same_process(tmp_path
     assert edited_body.startswith("EDITED ") and edited_key != key
     ontology.write_text(ontology.read_text().replace("scientist, engineer or patron", "scientist"))
     assert run()[1] != edited_key  # the strict prompt lists the types: a new key
+
+
+def test_a_freshly_written_corpus_is_parsed_once_while_unchanged(tmp_path: Path) -> None:
+    """Keyed by a settled stat, a file written just before a run (a benchmark's generated
+    corpus) had been re-parsed by every step, a new Ontology each time, which the prompt
+    memos, keyed by identity, could not reuse."""
+    from evals_pipeline_tests.pipeline_fixtures import CORPUS, ONTOLOGY
+
+    corpus, ontology = tmp_path / "chunks.jsonl", tmp_path / "prose.yaml"
+    corpus.write_bytes(CORPUS.read_bytes())
+    ontology.write_bytes(ONTOLOGY.read_bytes())
+    first = resources._corpus(str(corpus), str(ontology), 4)
+    assert resources._corpus(str(corpus), str(ontology), 4) is first
+    assert resources._ontology(str(ontology)) is resources._ontology(str(ontology))
