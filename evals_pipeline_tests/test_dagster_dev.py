@@ -334,6 +334,15 @@ query ($id: String!) {
 """
 
 BACKFILL_TIMEOUT_S = 240.0
+
+
+def _launch_backfill(base: str, params: dict[str, Any]) -> str:
+    """A backfill launched as the UI launches one; its id."""
+    launched = _graphql(base, LAUNCH_BACKFILL, {"params": params})["launchPartitionBackfill"]
+    assert launched["__typename"] == "LaunchBackfillSuccess", launched
+    return str(launched["backfillId"])
+
+
 DONE = {"SUCCESS", "FAILURE", "CANCELED"}
 
 
@@ -347,9 +356,7 @@ def test_a_backfill_runs_the_mode_partitions_in_parallel_on_the_multiprocess_exe
     instance = "concurrency:\n  runs:\n    max_concurrent_runs: 3\n"
     with _dagster_dev(tmp_path, extra, instance) as (base, log, _proc, _stopped):
         params = {"assetSelection": [{"path": ["corpus"]}], "partitionNames": list(MODES)}
-        launched = _graphql(base, LAUNCH_BACKFILL, {"params": params})["launchPartitionBackfill"]
-        assert launched["__typename"] == "LaunchBackfillSuccess", launched
-        backfill = launched["backfillId"]
+        backfill = _launch_backfill(base, params)
         deadline = time.monotonic() + BACKFILL_TIMEOUT_S
         while True:
             runs = _graphql(base, BACKFILL_RUNS, {"id": backfill})["runsOrError"]["results"]
@@ -395,11 +402,7 @@ def test_a_backfill_stops_at_a_failed_guard_before_any_paid_call(tmp_path: Path)
         live = f"  local: oai-http:url={server.base_url},model=rules\n"
         with _dagster_dev(tmp_path, rules=corrupt, backends=live) as (base, log, _proc, _s):
             assets = [{"path": [name]} for name in ("corpus", "run_plan", "extractions")]
-            params = {"assetSelection": assets, "allPartitions": True}
-            launched = _graphql(base, LAUNCH_BACKFILL, {"params": params})
-            launched = launched["launchPartitionBackfill"]
-            assert launched["__typename"] == "LaunchBackfillSuccess", launched
-            backfill = launched["backfillId"]
+            backfill = _launch_backfill(base, {"assetSelection": assets, "allPartitions": True})
             deadline = time.monotonic() + BACKFILL_TIMEOUT_S
             while True:
                 status = _graphql(base, BACKFILL_STATUS, {"id": backfill})

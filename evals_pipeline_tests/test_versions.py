@@ -22,6 +22,21 @@ def _status(config, instance: DagsterInstance) -> dict[str, StaleStatus]:  # typ
     }
 
 
+def _materialize_rules_strict(config, instance: DagsterInstance) -> None:  # type: ignore[no-untyped-def]
+    """corpus and run_plan of `strict`, then the rules backend's extractions, as the README's
+    commands do."""
+    defs = build_definitions(config)
+    for selection, key in ((["corpus", "run_plan"], "strict"), (["extractions"], "rules|strict")):
+        result = materialize(
+            list(defs.assets or []),
+            selection=selection,
+            partition_key=key,
+            instance=instance,
+            resources=defs.resources,
+        )
+        assert result.success
+
+
 def test_an_edited_cassette_or_corpus_marks_what_reads_it_stale(tmp_path: Path) -> None:
     """No asset had a code version: after any edit every partition stayed FRESH, and the UI's
     "Materialize stale" offered nothing."""
@@ -34,21 +49,8 @@ def test_an_edited_cassette_or_corpus_marks_what_reads_it_stale(tmp_path: Path) 
         corpus=corpus,
         modes=("strict",),
     )
-    defs = build_definitions(config)
-    assets, resources = list(defs.assets or []), defs.resources
     with DagsterInstance.ephemeral() as instance:
-        for selection, key in (
-            (["corpus", "run_plan"], "strict"),
-            (["extractions"], "rules|strict"),
-        ):
-            result = materialize(
-                assets,
-                selection=selection,
-                partition_key=key,
-                instance=instance,
-                resources=resources,
-            )
-            assert result.success
+        _materialize_rules_strict(config, instance)
         assert set(_status(config, instance).values()) == {StaleStatus.FRESH}
         cassette.write_text(cassette.read_text().replace('"Person"', '"Human"', 1))
         assert _status(config, instance) == {
@@ -71,20 +73,7 @@ def test_a_recording_run_does_not_mark_its_own_extractions_stale(tmp_path: Path)
             modes=("strict",),
             record_cassette={"rules": tmp_path / "live.jsonl"},
         )
-        defs = build_definitions(config)
-        assets, resources = list(defs.assets or []), defs.resources
         with DagsterInstance.ephemeral() as instance:
-            for selection, key in (
-                (["corpus", "run_plan"], "strict"),
-                (["extractions"], "rules|strict"),
-            ):
-                result = materialize(
-                    assets,
-                    selection=selection,
-                    partition_key=key,
-                    instance=instance,
-                    resources=resources,
-                )
-                assert result.success
+            _materialize_rules_strict(config, instance)
             assert (tmp_path / "live.jsonl").stat().st_size > 0
             assert set(_status(config, instance).values()) == {StaleStatus.FRESH}
