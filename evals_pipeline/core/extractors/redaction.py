@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable
+from urllib.parse import urlsplit, urlunsplit
 
 # A URL in an error message, split so its user info and query string (where a key can hide) can
 # be dropped: aiohttp puts the request URL in some messages ("Connection timeout to host ...").
@@ -25,45 +26,58 @@ def without_url_secrets(text: str) -> str:
     return _BASIC_AUTH_IN_TEXT.sub("BasicAuth(...)", _URL_IN_TEXT.sub(r"\1\2", text))
 
 
-# A spec's url= value runs to the next parameter or the end: a password can hold a comma. The
-# parser strips spaces around a name, so `, url =` is a url= too.
-_URL_VALUE = re.compile(
-    r"(?:^|[:,])\s*url\s*=(.*?)(?=,\s*(?:model|timeout|retries|url|path)\s*=|$)"
-)
-# What comes before a URL's user info however mistyped: a scheme and its slashes (`http://`,
-# `http:/`, `htps://`), or nothing.
-_SCHEME = re.compile(r"^\s*[A-Za-z][\w+.-]*:/+")
-_AUTHORITY_END = re.compile(r"[/?#]")
+# A spec's NAME=VALUE items: a value runs to the next `,NAME=` (a password can hold a comma).
+_SPEC_VALUE = re.compile(r"(?:^|[:,])\s*[A-Za-z_][\w-]*\s*=(.*?)(?=,\s*[A-Za-z_][\w-]*\s*=|$)")
+_SCHEME = re.compile(r"^[A-Za-z][\w+.-]*:/+")
 
 
-def url_userinfo(url: str) -> str | None:
-    """The user info of `url` however it is mistyped (no scheme, one slash, an `@` or a comma
-    in the password): everything before the last `@` of the part that names the host, which
-    ends at the first `/`, `?` or `#` after the scheme (so an `@` in a path or a query, as in
-    `/v1/@latest` or `?user=me@corp.com`, is not user info). None when there is none."""
+def url_secrets(url: str) -> list[str]:
+    """What of `url` an error must not echo: its user info and its query string or fragment.
+    A URL that parses has them where `urlsplit` says. One that does not (no scheme, `http:/`,
+    a `/`, `?` or `@` in the password) is read warily: everything before its last `@` (after a
+    scheme) is user info, and everything from a `?` or `#` after that is query."""
+    from .specs import url_problem  # (specs imports this module's users, not this module)
+
+    secrets: list[str] = []
+    if url_problem(url) is None:
+        parts = urlsplit(url)
+        if "@" in parts.netloc:
+            secrets.append(parts.netloc[: parts.netloc.rindex("@") + 1])
+        tail = url[len(urlunsplit(parts._replace(query="", fragment=""))) :]
+        secrets += [tail] if tail else []
+        return secrets
     scheme = _SCHEME.match(url)
     rest = url[scheme.end() :] if scheme else url
-    end = _AUTHORITY_END.search(rest)
-    authority = rest[: end.start()] if end else rest
-    return authority[: authority.rindex("@") + 1] if "@" in authority else None
+    if "@" in rest:
+        secrets.append(rest[: rest.rindex("@") + 1])
+        rest = rest[rest.rindex("@") + 1 :]
+    query = re.search(r"[?#].*", rest)
+    secrets += [query.group(0)] if query else []
+    return secrets
 
 
 def without_userinfo(url: str) -> str:
-    """`url`, however mistyped, without its user info (see url_userinfo) or query string."""
-    userinfo = url_userinfo(url)
-    return without_url_secrets(url.replace(userinfo, "", 1) if userinfo else url)
+    """`url`, however mistyped, without what `url_secrets` finds in it."""
+    for secret in url_secrets(url):
+        url = url.replace(secret, "", 1)
+    return url
 
 
 def spec_userinfo(spec: str) -> list[str]:
-    """The user info of a spec's url= value (see url_userinfo), and each comma-split piece of
-    it: the text a spec error must not echo (its problem quotes a piece when a comma in the
-    password split the spec). A well-formed URL's is `without_url_secrets`'s too."""
-    found = _URL_VALUE.search(spec)
-    userinfo = url_userinfo(found.group(1)) if found else None
-    if not userinfo:
-        return []
+    """What a spec error must not echo: each URL-like value's `url_secrets` (a value holding an
+    `@` after a `:`, or a `?`, whatever its parameter is called: a typo `URL=` or a second
+    `url=` too),
+    each comma-split piece of them (a problem quotes a piece when a comma in the password split
+    the spec), and their repr forms (a problem quotes values with !r)."""
+    found: list[str] = []
+    for match in _SPEC_VALUE.finditer(spec):
+        value = match.group(1)
+        if ("@" in value and ":" in value[: value.rindex("@")]) or "?" in value:
+            found += url_secrets(value)
     # A piece too short to be worth hiding would only garble the message where it recurs.
-    return [userinfo, *(piece for piece in userinfo.split(",") if len(piece) >= 3)]
+    pieces = [piece for secret in found for piece in secret.split(",") if len(piece) >= 3]
+    every = [*found, *pieces]
+    return sorted({*every, *(repr(s)[1:-1] for s in every)}, key=len, reverse=True)
 
 
 def redacted(text: str, secrets: Iterable[str | None]) -> str:

@@ -165,8 +165,8 @@ def url_problem(url: str) -> str | None:
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - parsing the port is the check (a non-number raises)
-    except ValueError as exc:
-        return f"does not parse: {exc}"
+    except ValueError as exc:  # its text quotes the URL's parts: not a part with user info
+        return "does not parse" if "@" in url else f"does not parse: {exc}"
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "must be http:// or https:// with a host, e.g. http://127.0.0.1:8000/v1"
     return None

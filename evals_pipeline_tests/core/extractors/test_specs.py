@@ -66,6 +66,16 @@ def test_typos_are_usage_errors_naming_the_spec(spec: str, problem: str) -> None
         # an @ in the password (the comma splits the spec, and the problem quotes a piece).
         ("oai-http:url=user:PW-SECRET-1@127.0.0.1:9/v1", "url '127.0.0.1:9/v1' must be"),
         ("oai-http:url=http:/user:PW-SECRET-1@127.0.0.1:9/v1", "url 'http:/127.0.0.1:9/v1' must"),
+        # A /, ? or # in the password (Python's parse error had quoted the part before it),
+        # a stray prefix, a mistyped parameter name, a second url=, backslashes, a query.
+        ("oai-http:url=http://u:PW/SECRET@h/v1", "url 'http://h/v1' does not parse"),
+        ("oai-http:url=http://u:PW?SECRET@h/v1", "url 'http://h/v1' does not parse"),
+        ("oai-http:url=//u:PW-SECRET@h/v1", "url 'h/v1' must be"),
+        ("oai-http:url==http:/u:PW-SECRET@h/v1", "url 'h/v1' must be"),
+        ("oai-http:URL=u:PW-SECRET@h/v1", "unknown parameter 'URL'"),
+        ("oai-http:url=http://h/v1,url=u:PW-SECRET@h2/v1", "'url' given twice"),
+        ("oai-http:url=http:\\\\u:PW-SECRET@h/v1", "url 'h/v1' must be"),
+        ("oai-http:url=h/v1?key=PW-SECRET", "url 'h/v1' must be"),
         # The parser strips spaces around a name: `, url =` is a url= too.
         ("oai-http:model=m, url=user:PW-SECRET-1@h/v1", "url 'h/v1' must be"),
         ("oai-http:url =user:PW-SECRET-1@h/v1", "url 'h/v1' must be"),
@@ -218,10 +228,13 @@ def test_a_name_too_long_for_a_file_name_is_refused() -> None:
     [
         ("oai-http:url=http://llm.internal:8000/v1/@latest,timeout=x", "http://llm.internal:8000"),
         ("oai-http:url=http://h:1/v1?user=me@corp.com,timeout=x", "url=http://h:1/v1,timeout"),
+        # A mistyped name after a URL with no path: the @ of the next value is not user info.
+        ("oai-http:url=http://h:8000,modle=c@2024", "url=http://h:8000,modle=c@2024'"),
     ],
 )
 def test_an_at_sign_past_the_host_is_not_user_info(spec: str, shown: str) -> None:
     """Taking everything up to the URL's last @ as user info had named the wrong host."""
     with pytest.raises(BackendSpecError) as err:
         parse_backend_spec(spec)
-    assert shown in str(err.value) and "timeout='x'" in str(err.value)
+    assert shown in str(err.value)
+    assert "timeout='x'" in str(err.value) or "timeout" not in spec
