@@ -103,7 +103,7 @@ def main(argv: Sequence[str]) -> int:
         if args.dry_run:
             print(bench_plan(config, golds))
             return 0
-        config.check_writable("command line")
+        config.check_writable("command line", bench_only=True)
         outcome = MaterializeResult()
         ok = materialize_bench(
             config,

@@ -26,7 +26,7 @@ from pathlib import Path
 from .core.config import DEFAULT_SCOPE, EvalsConfig, JudgeConfig, default_config_path, load_config
 from .core.errors import ConfigError, EvalsError
 from .core.extractors.specs import parse_named_backend
-from .core.files import cannot_be_made, refuse_overwrite
+from .core.files import cannot_be_made, not_writable, refuse_overwrite
 from .core.models import ONTOLOGY_MODES, OntologyMode
 from .core.ontology import load_ontology
 from .core.options import resolve_ontology_mode
@@ -254,6 +254,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(dry_run(config))
             return 0
         config.check_writable(source or "command line")
+        if args.output is not None and (why := not_writable(args.output)) is not None:
+            raise ConfigError(f"--output {args.output}: {why}")  # before the run, not after
         from .materialize import materialize_all, stop_on_sigterm
         from .run_summary import print_problems, print_summary
 

@@ -315,6 +315,25 @@ def test_a_folder_a_real_run_cannot_write_is_refused_before_it_but_not_by_a_dry_
     assert not out.exists()
 
 
+def test_an_output_file_in_a_folder_that_cannot_be_written_is_refused_before_the_run(
+    tmp_path: Path, shared_folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--output's folder read-only: the copy had failed after the run and its calls."""
+    from evals_pipeline_tests.support.locks import without_write_access
+
+    base = ["--backend", "o=oracle", "--reference", "o", "--corpus", str(CORPUS), "--limit", "1"]
+    base += ["--output-dir", str(shared_folder / "o"), "--cache-dir", str(shared_folder / "c")]
+    (shared_folder / "o").mkdir()
+    (shared_folder / "c").mkdir()
+    for sub in ("o", "c"):
+        (shared_folder / sub).chmod(0o777)
+    with without_write_access(shared_folder):
+        assert main([*base, "--output", str(shared_folder / "r.json")]) == 2
+    err = capsys.readouterr().err
+    assert f"--output {shared_folder / 'r.json'}: cannot be made" in err
+    assert "runs;" not in err  # no run summary: nothing ran
+
+
 def test_output_onto_the_project_file_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

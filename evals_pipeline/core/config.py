@@ -242,14 +242,15 @@ class EvalsConfig(BaseModel):
             )
         return self
 
-    def check_writable(self, source: Path | str) -> EvalsConfig:
+    def check_writable(self, source: Path | str, *, bench_only: bool = False) -> EvalsConfig:
         """The folders a real run writes into are writable (not for a dry run, which writes
         nothing, nor for loading the definitions): a read-only cache_dir or output_dir had
-        failed a step after the run's calls. Recording targets are the plan's guard."""
-        folders: list[tuple[str, Path]] = [
-            ("output_dir", self.output_dir),
-            ("cache_dir", self.cache_dir),
-        ]
+        failed a step after the run's calls. Recording targets are the plan's guard.
+        `bench_only`: `evals-pipeline bench`, which writes no prose report."""
+        live = any(s.is_live for s in [*self.specs.values(), *self.bench_specs.values()])
+        folders: list[tuple[str, Path]] = [] if bench_only else [("output_dir", self.output_dir)]
+        if self.asset_storage is None or live:  # the stored assets, the extraction cache
+            folders.append(("cache_dir", self.cache_dir))
         if self.bench.corpora:
             folders.append(("bench.output_dir", self.bench.output_dir))
         for field, path in folders:

@@ -33,8 +33,11 @@ def _file_in_the_way(path: Path | str) -> Path | None:
     """The nearest existing ancestor of `path` that is not a folder (so `path` can be neither
     made nor read: the OS says only "Not a directory"), or None."""
     for parent in Path(path).parents:
-        if parent.exists():
-            return None if parent.is_dir() else parent
+        try:
+            if parent.exists():
+                return None if parent.is_dir() else parent
+        except OSError:  # a folder this user cannot search: the write will say why
+            return None
     return None
 
 

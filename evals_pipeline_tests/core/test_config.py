@@ -280,3 +280,28 @@ def test_the_bench_output_folder_is_checked_only_when_there_is_a_bench(
         with pytest.raises(InputFileError) as err:
             with_bench.check_writable("p")
     assert err.value.field == "bench.output_dir"
+
+
+def test_only_folders_the_run_writes_are_checked(tmp_path: Path, shared_folder: Path) -> None:
+    """The bench writes no prose report, and a run with its stored assets elsewhere and no live
+    backend writes nothing to cache_dir: neither is refused for being read-only (the bench had
+    been, from a read-only working folder, with no flag to move output_dir)."""
+    from evals_pipeline_tests.support.locks import without_write_access
+
+    ro = shared_folder
+    config = load_config(
+        write(
+            tmp_path,
+            f"backends: {{a: oracle}}\nreference: a\noutput_dir: {ro / 'r'}\n"
+            f"cache_dir: {ro / 'c'}\nasset_storage: {tmp_path / 'assets'}\n",
+        )
+    )
+    live = config.model_copy(update={"backends": {"a": "oracle", "l": "oai-http:url=http://h:1"}})
+    with without_write_access(ro):
+        config.check_writable("p", bench_only=True)
+        with pytest.raises(InputFileError) as err:
+            config.check_writable("p")
+        assert err.value.field == "output_dir"
+        with pytest.raises(InputFileError) as err:
+            live.check_writable("p", bench_only=True)  # a live backend's extraction cache
+        assert err.value.field == "cache_dir"

@@ -158,12 +158,15 @@ def check_record_target(
     own: `model`'s, made at these token `budgets` (entities, edges); with `unique` (a graph
     backend, replayed later with unique keys), one answer a key. A torn last line (a write cut
     off) is not a record: its call is made again and the next append sets it aside."""
-    if path.is_dir():
-        raise CassetteNotAFile(path, "is a folder; --record-cassette names a file")
-    if (why := cannot_be_made(path) or not_writable(path)) is not None:
-        raise CassetteNotAFile(path, why)  # (its sidecar is made beside it: the folder, too)
-    if not path.is_file() or path.stat().st_size == 0:
-        return
+    try:
+        if path.is_dir():
+            raise CassetteNotAFile(path, "is a folder; --record-cassette names a file")
+        if (why := cannot_be_made(path) or not_writable(path)) is not None:
+            raise CassetteNotAFile(path, why)  # (its sidecar is made beside it: the folder too)
+        if not path.is_file() or path.stat().st_size == 0:
+            return
+    except PermissionError as exc:  # a folder on the way this user cannot search
+        raise CassetteNotAFile(path, f"cannot be checked: {exc.strerror}") from None
     first_line: dict[str, int] = {}
     # (an append in progress elsewhere reads as a torn last line: skipped, as it should be)
     for number, record in iter_records(path, ReplayRecord, skip_torn_tail=True):

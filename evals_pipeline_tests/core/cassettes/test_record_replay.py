@@ -478,3 +478,17 @@ def test_a_recorded_reply_that_is_no_answer_fails_in_replay_too() -> None:
         "malformed",
         "content_filter",
     )
+
+
+def test_a_recording_target_in_a_folder_this_user_cannot_search_is_a_typed_error(
+    tmp_path: Path, shared_folder: Path
+) -> None:
+    """A PermissionError had escaped the plan's guard as a traceback, even for --dry-run."""
+    from evals_pipeline.core.cassettes.record import check_record_target
+    from evals_pipeline.core.errors import CassetteNotAFile
+    from evals_pipeline_tests.support.locks import without_write_access
+
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o700)
+    with without_write_access(shared_folder), pytest.raises(CassetteNotAFile, match="cannot be"):
+        check_record_target(locked / "rec.jsonl")
