@@ -285,7 +285,7 @@ class EvalsConfig(BaseModel):
             return path if path.is_absolute() else (base / path).resolve()
 
         def fix_spec(spec: str) -> str:
-            parsed = parse_backend_spec(spec)
+            parsed = parse_backend_spec(spec, base)
             if parsed.kind in ("cassette", "oai-uds"):
                 path = fix(Path(parsed.params["path"]))
                 rest = [f"{k}={v}" for k, v in parsed.params.items() if k != "path"]
@@ -337,10 +337,11 @@ def _check_backends(
     what: str,
 ) -> None:
     """Every spec parses, and every recorded name is one of the backends (fields under
-    `prefix`, e.g. `bench.backends.NAME`)."""
+    `prefix`, e.g. `bench.backends.NAME`). A project file's relative paths are its folder's."""
+    base = source.parent if isinstance(source, Path) else None
     for name, spec in backends.items():
         try:
-            parse_named_backend(f"{name}={spec}")
+            parse_named_backend(f"{name}={spec}", base)
         except BackendSpecError as exc:
             raise InputFileError(source, exc.problem, field=f"{prefix}backends.{name}") from None
     for name in record_cassette:

@@ -13,7 +13,6 @@ they leave the extraction cache's fingerprint as it was.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
@@ -108,16 +107,26 @@ class BackendSpec:
         return self.raw.replace(url, clean)
 
 
-def _continues_path(path: str, piece: str) -> bool:
-    """Whether `piece`, after a comma, is more of `path`: it goes on into a folder (`b/x.jsonl`
-    of `/data/a,b/x.jsonl`), or the joined path exists. A typo (`,model:m`, `,,`, `, model`)
-    stays an error rather than a path that fails every call."""
-    if not piece or piece != piece.strip() or ":" in piece:
+def _continues_path(path: str, piece: str, base: Path | None) -> bool:
+    """Whether `piece`, after a comma, is more of `path` (relative to `base`, else the working
+    folder): the joined path exists, or the comma is in the name of a folder that exists
+    (`/data/a,b/` of `/data/a,b/x.jsonl`: a project under it). A typo (`,model:m`,
+    `,meta-llama/Llama-3`, `,,`) stays an error rather than a path that fails every call."""
+    if not piece:
         return False
-    return "/" in piece or os.path.exists(f"{path},{piece}")
+    joined = Path(f"{path},{piece}")
+    folder = Path(f"{path},{piece.split('/', 1)[0]}")  # the name the comma is in
+    if base is not None and not joined.is_absolute():
+        joined, folder = base / joined, base / folder
+    try:
+        return joined.exists() or ("/" in piece and folder.is_dir())
+    except OSError:
+        return False
 
 
-def parse_backend_spec(spec: str) -> BackendSpec:
+def parse_backend_spec(spec: str, base: Path | None = None) -> BackendSpec:
+    """`KIND:NAME=VALUE,…`. `base`: where a relative path= is (the project file's folder);
+    default, the working folder."""
     kind, sep, rest = spec.strip().partition(":")
     if kind not in _PARAMS:
         raise BackendSpecError(
@@ -131,7 +140,7 @@ def parse_backend_spec(spec: str) -> BackendSpec:
     for item in rest.split(",") if rest else []:
         name, eq, value = item.partition("=")
         name = name.strip()
-        if not eq and last == "path" and _continues_path(params["path"], item):
+        if not eq and last == "path" and _continues_path(params["path"], item, base):
             # A comma in a path (a project under /data/a,b/): not a parameter of its own.
             params["path"] += f",{item}"
             continue
@@ -205,7 +214,7 @@ def check_name(name: str) -> str | None:
     return None
 
 
-def parse_named_backend(text: str) -> tuple[str, BackendSpec]:
+def parse_named_backend(text: str, base: Path | None = None) -> tuple[str, BackendSpec]:
     """`NAME=SPEC`, as `--backend` takes it. NAME becomes a Dagster partition key."""
     name, eq, spec = text.partition("=")
     name = name.strip()
@@ -213,7 +222,7 @@ def parse_named_backend(text: str) -> tuple[str, BackendSpec]:
         raise BackendSpecError(text, "expected NAME=SPEC, e.g. baseline=anthropic")
     if (problem := check_name(name)) is not None:
         raise BackendSpecError(text, f"backend {problem}")
-    return name, parse_backend_spec(spec)
+    return name, parse_backend_spec(spec, base)
 
 
 def build_extractor(

@@ -173,13 +173,14 @@ def test_timeout_and_retries_reach_the_transport_and_leave_the_fingerprint() -> 
     assert (transport._timeout_s, transport._max_retries) == (120.0, 2)
 
 
-def test_a_comma_in_a_path_is_part_of_the_path() -> None:
+def test_a_comma_in_a_path_is_part_of_the_path(tmp_path: Path) -> None:
     """A project under /data/a,b/: the resolved cassette path had split into a parameter
     "b/corpus/…" that is not NAME=VALUE, and the shipped config failed to load."""
-    spec = parse_backend_spec("cassette:path=/data/a,b/corpus/rules.jsonl")
-    assert spec.params["path"] == "/data/a,b/corpus/rules.jsonl"
-    uds = parse_backend_spec("oai-uds:path=/run/a,b/llm.sock,model=m,timeout=5")
-    assert uds.params == {"path": "/run/a,b/llm.sock", "model": "m", "timeout": "5"}
+    (tmp_path / "a,b").mkdir()
+    spec = parse_backend_spec(f"cassette:path={tmp_path}/a,b/corpus/rules.jsonl")
+    assert spec.params["path"] == f"{tmp_path}/a,b/corpus/rules.jsonl"
+    uds = parse_backend_spec(f"oai-uds:path={tmp_path}/a,b/llm.sock,model=m,timeout=5")
+    assert uds.params == {"path": f"{tmp_path}/a,b/llm.sock", "model": "m", "timeout": "5"}
     with pytest.raises(BackendSpecError, match="'x' is not NAME=VALUE"):
         parse_backend_spec("oai-http:url=http://h:1/v1,x")  # only a path takes commas
     # A typo after a path stays an error: it had become a path that fails every call.
@@ -189,6 +190,7 @@ def test_a_comma_in_a_path_is_part_of_the_path() -> None:
         "oai-uds:path=/run/llm.sock,,model=m",
         "cassette:path=a.jsonl, model",
         "cassette:path=a.jsonl,llama3.1",
+        "oai-uds:path=/run/llm.sock,meta-llama/Llama-3.1-8B",  # model= forgotten
     ):
         with pytest.raises(BackendSpecError, match="is not NAME=VALUE"):
             parse_backend_spec(typo)
@@ -238,3 +240,23 @@ def test_an_at_sign_past_the_host_is_not_user_info(spec: str, shown: str) -> Non
         parse_backend_spec(spec)
     assert shown in str(err.value)
     assert "timeout='x'" in str(err.value) or "timeout" not in spec
+
+
+def test_a_comma_in_a_relative_path_is_read_against_the_project_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The existence test had been made from the working folder, so a project loaded from
+    elsewhere was refused; and a folder named with ", " is a path too."""
+    from evals_pipeline.core.config import load_config
+
+    project = tmp_path / "proj"
+    (project / "cassettes" / "Smith, John").mkdir(parents=True)
+    (project / "cassettes" / "rules,v2.jsonl").write_text("")
+    (project / "evals.yaml").write_text(
+        "backends:\n  oracle: oracle\n  rules: 'cassette:path=cassettes/rules,v2.jsonl'\n"
+        "  smith: 'cassette:path=cassettes/Smith, John/s.jsonl'\nreference: oracle\n"
+    )
+    monkeypatch.chdir(tmp_path)  # not the project's folder
+    config = load_config(project / "evals.yaml")
+    assert config.specs["rules"].params["path"] == str(project / "cassettes" / "rules,v2.jsonl")
+    assert config.specs["smith"].params["path"].endswith("Smith, John/s.jsonl")
