@@ -1,5 +1,6 @@
 """Code versions of the assets that read files Dagster does not see, so the UI's staleness
-(and "Materialize stale") follows an edit of the corpus, the ontology, a prompt or a cassette.
+(and "Materialize stale") follows an edit of the corpus, the ontology, a prompt, a cassette,
+the prices or the golden set.
 
 Dagster marks an asset stale when its code version changes, and everything downstream with it.
 The inputs here are files, not code: each version is a digest of what the asset reads, taken
@@ -74,3 +75,17 @@ def bench_version(config: EvalsConfig) -> str:
     """What answers the bench: its backends' specs and cassettes, and the prompts."""
     cassettes = _cassettes(config.bench_backends)
     return _version([*cassettes, *_files([_PROMPTS])])
+
+
+def golden_version(config: EvalsConfig) -> str:
+    """The golden set: its examples, their recordings and the baseline, and the claim prompt
+    (an edit makes every recording stale)."""
+    from .core.claims.prompt import prompt_fingerprint
+
+    paths = [config.golden_dir, config.claims_baseline_path]
+    return _version([*_files(paths), prompt_fingerprint()])
+
+
+def scores_version(config: EvalsConfig) -> str:
+    """The prices a cost is computed at."""
+    return _version(_files([config.prices]))

@@ -77,3 +77,47 @@ def test_a_recording_run_does_not_mark_its_own_extractions_stale(tmp_path: Path)
             _materialize_rules_strict(config, instance)
             assert (tmp_path / "live.jsonl").stat().st_size > 0
             assert set(_status(config, instance).values()) == {StaleStatus.FRESH}
+
+
+def test_an_edited_golden_example_or_prices_file_marks_what_reads_it_stale(
+    tmp_path: Path,
+) -> None:
+    import shutil
+
+    from evals_pipeline_tests.pipeline_fixtures import REPO
+
+    golden, prices = tmp_path / "golden", tmp_path / "prices.json"
+    shutil.copytree(REPO / "corpus" / "golden", golden)
+    prices.write_text('{"rules": {"input_per_1m": 1, "output_per_1m": 2}}')
+    backends = {"oracle": "oracle", "rules": f"cassette:path={RULES}"}
+    config = make_config(tmp_path, backends, modes=("strict",), golden_dir=golden, prices=prices)
+    defs = build_definitions(config)
+    with DagsterInstance.ephemeral() as instance:
+        _materialize_rules_strict(config, instance)
+        materialize(
+            list(defs.assets or []),
+            selection=["scores"],
+            partition_key="rules|strict",
+            instance=instance,
+            resources=defs.resources,
+        )
+        materialize(
+            list(defs.assets or []),
+            selection=["golden_set"],
+            instance=instance,
+            resources=defs.resources,
+        )
+
+        def status(asset: str, partition: str | None) -> StaleStatus:
+            graph = build_definitions(config).resolve_asset_graph()
+            context = LoadingContextForTest(instance)
+            return CachingStaleStatusResolver(instance, graph, context).get_status(
+                AssetKey(asset), partition
+            )
+
+        assert status("scores", "rules|strict") == status("golden_set", None) == StaleStatus.FRESH
+        prices.write_text('{"rules": {"input_per_1m": 3, "output_per_1m": 2}}')
+        assert status("scores", "rules|strict") == StaleStatus.STALE
+        example = sorted(golden.glob("claims-*.json"))[0]
+        example.write_text(example.read_text() + "\n")
+        assert status("golden_set", None) == StaleStatus.STALE

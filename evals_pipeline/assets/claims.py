@@ -27,6 +27,7 @@ from ..core.claims.runner import ReplayResult, replay_golden_set
 from ..core.claims.scoring import render_diffs_markdown, score_golden_set
 from ..core.config import EvalsConfig
 from ..resources import EvalsResource
+from ..versions import golden_version
 
 CLAIMS_GROUP = "claims"
 CLAIMS_GATE = "claims_regression_gate"
@@ -41,7 +42,7 @@ def build_claims_assets(config: EvalsConfig) -> list[AssetsDefinition]:
     if not config.claims_gate:
         return []
 
-    @asset(io_manager_key="json_io", group_name=CLAIMS_GROUP)
+    @asset(io_manager_key="json_io", group_name=CLAIMS_GROUP, code_version=golden_version(config))
     def golden_set(evals: EvalsResource) -> Output[dict[str, Any]]:
         """Every golden example, loaded strictly (a non-verbatim span fails the step)."""
         golden = load_golden_set(evals.config.golden_dir, evals.config.claims_baseline_path)

@@ -30,7 +30,7 @@ from ..core.reports.report import backend_summary, float_metrics
 from ..core.tables import extraction_table, table_episodes
 from ..partitions import BY_MODE, extraction_partitions, partition_check, split_key
 from ..resources import EvalsResource
-from ..versions import extraction_version
+from ..versions import extraction_version, scores_version
 from .corpus import PLAN_GUARDS
 from .spend import extractor_spent, spend_before_failure
 
@@ -120,7 +120,12 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             ),
         )
 
-    @asset(partitions_def=partitions, io_manager_key="json_io", group_name="extraction")
+    @asset(
+        partitions_def=partitions,
+        io_manager_key="json_io",
+        group_name="extraction",
+        code_version=scores_version(config),
+    )
     def scores(
         context: AssetExecutionContext, evals: EvalsResource, extractions: pd.DataFrame
     ) -> Output[dict]:
