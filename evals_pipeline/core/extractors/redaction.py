@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable
-from urllib.parse import urlsplit, urlunsplit
 
 # A URL in an error message, split so its user info and query string (where a key can hide) can
 # be dropped: aiohttp puts the request URL in some messages ("Connection timeout to host ...").
@@ -26,34 +25,36 @@ def without_url_secrets(text: str) -> str:
     return _BASIC_AUTH_IN_TEXT.sub("BasicAuth(...)", _URL_IN_TEXT.sub(r"\1\2", text))
 
 
-# A spec's NAME=VALUE items: a value runs to the next `,NAME=` (a password can hold a comma).
-_SPEC_VALUE = re.compile(r"(?:^|[:,])\s*[A-Za-z_][\w-]*\s*=(.*?)(?=,\s*[A-Za-z_][\w-]*\s*=|$)")
-_SCHEME = re.compile(r"^[A-Za-z][\w+.-]*:/+")
+# A spec's NAME=VALUE items after its kind: a value runs to the next `,NAME=` (a password can
+# hold a comma).
+_SPEC_ITEM = re.compile(
+    r"[:,]\s*([A-Za-z_][\w-]*)\s*=(.*?)(?=,\s*[A-Za-z_][\w-]*\s*=|$)", re.DOTALL
+)
+# Parameters that are never URLs (a model name may hold an @: claude-…@20240620).
+_NOT_URLS = frozenset({"model", "path", "timeout", "retries"})
+_SCHEME = re.compile(r"^\s*[A-Za-z][\w+.-]*:/+")
+_AUTHORITY_END = re.compile(r"[/?#]")
 
 
 def url_secrets(url: str) -> list[str]:
-    """What of `url` an error must not echo: its user info and its query string or fragment.
-    A URL that parses has them where `urlsplit` says. One that does not (no scheme, `http:/`,
-    a `/`, `?` or `@` in the password) is read warily: everything before its last `@` (after a
-    scheme) is user info, and everything from a `?` or `#` after that is query."""
+    """What of `url` an error must not echo, as written (not as `urlsplit` normalises it): its
+    user info, and its query string and fragment. In a URL that parses the host part ends at
+    the first `/`, `?` or `#` after the scheme. One that does not (no scheme, `http:/`, a `/`,
+    `?` or `#` in the password) is read warily: everything before its last `@` (after any
+    scheme) is user info."""
     from .specs import url_problem  # (specs imports this module's users, not this module)
 
-    secrets: list[str] = []
-    if url_problem(url) is None:
-        parts = urlsplit(url)
-        if "@" in parts.netloc:
-            secrets.append(parts.netloc[: parts.netloc.rindex("@") + 1])
-        tail = url[len(urlunsplit(parts._replace(query="", fragment=""))) :]
-        secrets += [tail] if tail else []
-        return secrets
     scheme = _SCHEME.match(url)
     rest = url[scheme.end() :] if scheme else url
-    if "@" in rest:
-        secrets.append(rest[: rest.rindex("@") + 1])
-        rest = rest[rest.rindex("@") + 1 :]
-    query = re.search(r"[?#].*", rest)
-    secrets += [query.group(0)] if query else []
-    return secrets
+    if url_problem(url) is None:
+        end = _AUTHORITY_END.search(rest)
+        authority = rest[: end.start()] if end else rest
+    else:
+        authority = rest[: rest.rindex("@") + 1] if "@" in rest else ""
+    userinfo = authority[: authority.rindex("@") + 1] if "@" in authority else ""
+    query = re.search(r"[?#].*", rest[len(authority) :], re.DOTALL)
+    found = [userinfo, query.group(0) if query else ""]
+    return [secret for secret in found if len(secret.strip()) >= 2]
 
 
 def without_userinfo(url: str) -> str:
@@ -64,15 +65,17 @@ def without_userinfo(url: str) -> str:
 
 
 def spec_userinfo(spec: str) -> list[str]:
-    """What a spec error must not echo: each URL-like value's `url_secrets` (a value holding an
-    `@` after a `:`, or a `?`, whatever its parameter is called: a typo `URL=` or a second
-    `url=` too),
-    each comma-split piece of them (a problem quotes a piece when a comma in the password split
-    the spec), and their repr forms (a problem quotes values with !r)."""
+    """What a spec error must not echo: the `url_secrets` of each value that is or may be a URL
+    (a url= or uri= in any case, a second url=, or an unknown parameter's value holding an `@`
+    after a `:`, a `?` or a `#`), each comma-split piece of them (a problem quotes a piece when a
+    comma split the spec), and their repr forms (a problem quotes values with !r)."""
     found: list[str] = []
-    for match in _SPEC_VALUE.finditer(spec):
-        value = match.group(1)
-        if ("@" in value and ":" in value[: value.rindex("@")]) or "?" in value:
+    for match in _SPEC_ITEM.finditer(spec):
+        name, value = match.group(1).lower(), match.group(2)
+        if name in _NOT_URLS:
+            continue
+        may_be_url = name in ("url", "uri") or "?" in value or "#" in value
+        if may_be_url or ("@" in value and ":" in value[: value.rindex("@")]):
             found += url_secrets(value)
     # A piece too short to be worth hiding would only garble the message where it recurs.
     pieces = [piece for secret in found for piece in secret.split(",") if len(piece) >= 3]

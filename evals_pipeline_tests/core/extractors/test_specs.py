@@ -76,6 +76,10 @@ def test_typos_are_usage_errors_naming_the_spec(spec: str, problem: str) -> None
         ("oai-http:url=http://h/v1,url=u:PW-SECRET@h2/v1", "'url' given twice"),
         ("oai-http:url=http:\\\\u:PW-SECRET@h/v1", "url 'h/v1' must be"),
         ("oai-http:url=h/v1?key=PW-SECRET", "url 'h/v1' must be"),
+        # A bare token before the host, a tab in the password, a secret in a fragment.
+        ("oai-http:url=sk-PW-SECRET@h:8000/v1", "url 'h:8000/v1' must be"),
+        ("oai-http:url=http://u:PW-SECRET\t@h:8000/v1,modle=m", "url=http://h:8000/v1,modle"),
+        ("oai-http:url=http://h/v1#a,PW-SECRET", "is not NAME=VALUE"),
         # The parser strips spaces around a name: `, url =` is a url= too.
         ("oai-http:model=m, url=user:PW-SECRET-1@h/v1", "url 'h/v1' must be"),
         ("oai-http:url =user:PW-SECRET-1@h/v1", "url 'h/v1' must be"),
@@ -232,6 +236,9 @@ def test_a_name_too_long_for_a_file_name_is_refused() -> None:
         ("oai-http:url=http://h:1/v1?user=me@corp.com,timeout=x", "url=http://h:1/v1,timeout"),
         # A mistyped name after a URL with no path: the @ of the next value is not user info.
         ("oai-http:url=http://h:8000,modle=c@2024", "url=http://h:8000,modle=c@2024'"),
+        # A space after url= (urlsplit drops it): the message had lost every "1" or space.
+        ("oai-http:url= http://u:pw@h:8000/v1,modle=m", "url= http://h:8000/v1,modle=m'"),
+        ("oai-http:model=m:tag@x,modle=1", "model=m:tag@x,modle=1"),  # a model is no URL
     ],
 )
 def test_an_at_sign_past_the_host_is_not_user_info(spec: str, shown: str) -> None:
