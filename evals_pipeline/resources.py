@@ -22,8 +22,7 @@ from pathlib import Path
 from dagster import ConfigurableResource, EnvVar
 from pydantic import Field
 
-from .core.bench.corpus import schemas_dir
-from .core.bench.gold import GoldCorpus, load_gold
+from .core.bench.gold import GoldCorpus, gold_inputs, load_gold
 from .core.bench.runner import BENCH_BUDGETS
 from .core.cassettes.cache import CachingExtractor, extraction_cache_path
 from .core.cassettes.record import RecordingExtractor, check_record_target
@@ -150,16 +149,14 @@ def _parsed_corpus(
 
 
 def _gold(name: str, path: str, split: str) -> GoldCorpus:
-    # A cases folder's schemas live beside it, not in it.
-    schemas = contents_key(schemas_dir(path)) if Path(path).is_dir() else ()
-    contents = (contents_key(path), schemas)
+    contents = tuple(contents_key(p) for p in gold_inputs(path))
     if None in contents:
         return load_gold(name, Path(path), split)  # type: ignore[arg-type]
     return _parsed_gold(name, path, split, contents)
 
 
 @functools.lru_cache(maxsize=8)
-def _parsed_gold(name: str, path: str, split: str, _contents: tuple[str, ...]) -> GoldCorpus:
+def _parsed_gold(name: str, path: str, split: str, _contents: tuple[object, ...]) -> GoldCorpus:
     return load_gold(name, Path(path), split)  # type: ignore[arg-type]
 
 

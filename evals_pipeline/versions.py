@@ -45,8 +45,7 @@ def _cassettes(specs: dict[str, str]) -> list[object]:
 
     out: list[object] = []
     for name, raw in sorted(specs.items()):
-        path = parse_backend_spec(raw).params.get("path")
-        out += [name, raw, *_files([path if path else None])]
+        out += [name, raw, *_files([parse_backend_spec(raw).cassette_path])]
     return out
 
 
@@ -64,11 +63,10 @@ def extraction_version(config: EvalsConfig) -> str:
 
 def gold_version(config: EvalsConfig) -> str:
     """The gold corpora, their cases' schemas included."""
-    from .core.bench.corpus import schemas_dir
+    from .core.bench.gold import gold_inputs
 
-    corpora = sorted(config.bench.corpora.items())
-    folders = [schemas_dir(path) for _, path in corpora if path.is_dir()]
-    return _version([config.bench.split, *_files([p for _, p in corpora] + folders)])
+    paths = [p for _, path in sorted(config.bench.corpora.items()) for p in gold_inputs(path)]
+    return _version([config.bench.split, *_files(paths)])
 
 
 def bench_version(config: EvalsConfig) -> str:

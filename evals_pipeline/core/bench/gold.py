@@ -25,7 +25,7 @@ from ..options import ExtractOptions
 from ..runner import ChunkRun, extract_all, run_sync
 from ..scoring.webnlg import prf, score_triples
 from ..webnlg import WebNLGCorpus, category_of, load_webnlg, load_webnlg_ontology
-from .corpus import BenchCorpus, load_bench_corpus
+from .corpus import BenchCorpus, load_bench_corpus, schemas_dir
 from .runner import bench_calls, render_markdown, run_bench, usage_totals
 
 GoldKind = Literal["cases", "webnlg"]
@@ -94,6 +94,12 @@ class GoldCorpus:
             assert self.webnlg is not None
             out["categories"] = list(self.webnlg.categories)
         return out
+
+
+def gold_inputs(path: Path | str) -> list[Path]:
+    """What a gold corpus reads besides itself lives beside it: a cases folder's schemas."""
+    path = Path(path)
+    return [path, schemas_dir(path)] if path.is_dir() else [path]
 
 
 def load_gold(name: str, path: Path | str, split: GoldSplit = "all") -> GoldCorpus:
