@@ -107,14 +107,15 @@ def build_corpus_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                 b.planned_calls.get(mode, 0) for b in plan.backends.values()
             ),
         }
+        failed = {name: plan.guards_for(name) for name in PLAN_GUARDS}
         results = [
             AssetCheckResult(
                 check_name=name,
-                passed=not plan.guards_for(name),
+                passed=not guards,
                 severity=AssetCheckSeverity.ERROR,
-                description="; ".join(g.message for g in plan.guards_for(name)) or "ok",
+                description="; ".join(g.message for g in guards) or "ok",
             )
-            for name in PLAN_GUARDS
+            for name, guards in failed.items()
         ]
         if plan.guards:
             # Not materialised: a blocking check stops only its own run's downstream steps,
