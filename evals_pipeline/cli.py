@@ -153,6 +153,11 @@ def _with_judge_flags(config: EvalsConfig, args: argparse.Namespace) -> EvalsCon
     return config.model_copy(update={"judge": config.judge.model_copy(update=updates)})
 
 
+def _project_file(args: argparse.Namespace) -> Path | None:
+    """The project file a run reads: none for a run built with --backend."""
+    return None if args.backend else (args.config or default_config_path())
+
+
 def _config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> EvalsConfig:
     if args.backend:
         if args.config is not None:
@@ -173,7 +178,8 @@ def _config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> EvalsC
             f"{', '.join(flag_run_only)}: only for a run built with --backend; with a project "
             "file, set this in the file"
         )
-    source = args.config or default_config_path()
+    source = _project_file(args)
+    assert source is not None  # (a --backend run returned above)
     config = load_config(source)
     overrides = {  # a flag path is relative to the working directory
         name: value.resolve() if isinstance(value, Path) else value
@@ -244,8 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         config = _config(args, parser)
-        # The project file a run read, if it read one (a --backend run reads none).
-        source = None if args.backend else (args.config or default_config_path())
+        source = _project_file(args)
         if args.output is not None:
             uses = config.paths_in_use()
             uses += [("the project file", source, False)] if source is not None else []
