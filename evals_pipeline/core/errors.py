@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .extractors.redaction import spec_userinfo, without_url_secrets
+from .extractors.redaction import spec_secrets, without_url_secrets
 
 
 class EvalsError(Exception):
@@ -25,11 +25,9 @@ class BackendSpecError(ConfigError):
     message reaches the terminal and CI logs, as the spec's `describe()` does not."""
 
     def __init__(self, spec: str, problem: str) -> None:
-        # The user info of a mistyped URL first (the whole of it, then its comma-split
-        # pieces, which a problem quotes), then part by part (a URL's query would otherwise
-        # take the parameters after it along).
-        secrets = spec_userinfo(spec)
-        for secret in secrets:
+        # What any URL in it must not show, however mistyped (see spec_secrets), then part by
+        # part (a URL's query would otherwise take the parameters after it along).
+        for secret in spec_secrets(spec):
             spec, problem = spec.replace(secret, ""), problem.replace(secret, "")
         self.spec = ",".join(without_url_secrets(part) for part in spec.split(","))
         self.problem = without_url_secrets(problem)

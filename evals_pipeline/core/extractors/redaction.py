@@ -64,7 +64,7 @@ def without_userinfo(url: str) -> str:
     return url
 
 
-def spec_userinfo(spec: str) -> list[str]:
+def spec_secrets(spec: str) -> list[str]:
     """What a spec error must not echo: the `url_secrets` of each value that is or may be a URL
     (a url= or uri= in any case, a second url=, or an unknown parameter's value holding an `@`
     after a `:`, a `?` or a `#`), each comma-split piece of them (a problem quotes a piece when a
