@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -49,3 +50,24 @@ def plan_fixture_run(config: EvalsConfig, **options: Any) -> RunPlan:
         expected=corpus.expected_graphs(),
         **options,
     )
+
+
+def write_webnlg(folder: Path) -> Path:
+    """A one-entry file in the WebNLG layout (the file, its `ontologies/` folder beside it), for
+    tests that must run where the real data is absent."""
+    entry = {
+        "id": "webnlg3-en-dev-2t-Airport-Id1",
+        "category": "Airport",
+        "text": "Aarhus Airport serves Aarhus, Denmark.",
+        "triples": [
+            {"subject": "Aarhus Airport", "predicate": "cityServed", "object": "Aarhus, Denmark"}
+        ],
+    }
+    (folder / "ontologies").mkdir(parents=True)
+    (folder / "ontologies" / "Airport.yaml").write_text(
+        "category: Airport\nentity_types: []\nrelations:\n"
+        "- name: cityServed\n  description: The city the airport serves.\n"
+    )
+    path = folder / "dev.jsonl"
+    path.write_text(json.dumps(entry) + "\n")
+    return path

@@ -113,3 +113,21 @@ def test_a_freshly_written_corpus_is_parsed_once_while_unchanged(tmp_path: Path)
     first = resources._corpus(str(corpus), str(ontology), 4)
     assert resources._corpus(str(corpus), str(ontology), 4) is first
     assert resources._ontology(str(ontology)) is resources._ontology(str(ontology))
+
+
+def test_an_edited_webnlg_category_ontology_is_read_again_in_the_same_process(
+    tmp_path: Path,
+) -> None:
+    """A WebNLG gold corpus reads its categories' ontologies from the folder beside it; the
+    cache had been keyed by the file alone, so an edited ontology was not seen."""
+    from evals_pipeline_tests.pipeline_fixtures import write_webnlg
+
+    path = write_webnlg(tmp_path)
+    first = resources._gold("webnlg", str(path), "all")
+    assert resources._gold("webnlg", str(path), "all") is first  # unchanged: parsed once
+    ontology = tmp_path / "ontologies" / "Airport.yaml"
+    ontology.write_text(ontology.read_text().replace("The city", "EDITED The city"))
+    edited = resources._gold("webnlg", str(path), "all")
+    assert edited.ontologies is not None
+    (relation,) = edited.ontologies["Airport"].relation_types
+    assert relation.description.startswith("EDITED ")

@@ -121,3 +121,20 @@ def test_an_edited_golden_example_or_prices_file_marks_what_reads_it_stale(
         example = sorted(golden.glob("claims-*.json"))[0]
         example.write_text(example.read_text() + "\n")
         assert status("golden_set", None) == StaleStatus.STALE
+
+
+def test_an_edited_webnlg_category_ontology_changes_the_gold_version(tmp_path: Path) -> None:
+    """The strict-mode prompt of a WebNLG episode lists its category's relations: an edited
+    ontology must mark `gold_corpus` (and the bench runs after it) stale."""
+    from evals_pipeline.core.config import BenchConfig
+    from evals_pipeline.versions import gold_version
+    from evals_pipeline_tests.pipeline_fixtures import write_webnlg
+
+    path = write_webnlg(tmp_path / "webnlg")
+    bench = BenchConfig(backends={"oracle": "oracle"}, corpora={"webnlg": path})
+    config = make_config(tmp_path, {"oracle": "oracle"}, bench=bench)
+    before = gold_version(config)
+    assert gold_version(config) == before
+    ontology = tmp_path / "webnlg" / "ontologies" / "Airport.yaml"
+    ontology.write_text(ontology.read_text().replace("The city", "The town"))
+    assert gold_version(config) != before

@@ -97,9 +97,14 @@ class GoldCorpus:
 
 
 def gold_inputs(path: Path | str) -> list[Path]:
-    """What a gold corpus reads besides itself lives beside it: a cases folder's schemas."""
+    """What a gold corpus reads besides itself lives beside it: a cases folder's schemas, a
+    WebNLG file's category ontologies."""
     path = Path(path)
-    return [path, schemas_dir(path)] if path.is_dir() else [path]
+    return [path, schemas_dir(path) if path.is_dir() else _category_ontologies(path)]
+
+
+def _category_ontologies(path: Path) -> Path:
+    return path.parent / "ontologies"
 
 
 def load_gold(name: str, path: Path | str, split: GoldSplit = "all") -> GoldCorpus:
@@ -115,7 +120,7 @@ def load_gold(name: str, path: Path | str, split: GoldSplit = "all") -> GoldCorp
     corpus = load_webnlg(path)
     if not corpus.chunks:
         raise InputFileError(path, f"gold corpus {name!r} holds no entry: nothing to score")
-    folder = path.parent / "ontologies"
+    folder = _category_ontologies(path)
     ontologies: dict[str, Ontology] = {}
     for category in corpus.categories:
         file = folder / f"{category}.yaml"
