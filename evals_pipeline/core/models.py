@@ -99,8 +99,9 @@ class Attempt(_Frozen):
     text: str
     finish_reason: str | None
     truncated: bool
-    input_tokens: int = 0
-    output_tokens: int = 0
+    # A server's negative count is no count: a reply carrying one is malformed.
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
     max_tokens: int
     latency_ms: float = 0.0
     # HTTP requests this reply took: 1, plus one for each retried 429/5xx, timeout or reset

@@ -27,7 +27,10 @@ from .cassettes.store import (
 from .config import EvalsConfig
 from .digests import file_sha256
 from .errors import CassetteCorrupt, CassetteDuplicateKey, CassetteError, ConfigError
-from .extractors.anthropic import API_KEY_ENV, anthropic_base_url
+from .extractors.anthropic import API_KEY_ENV, BASE_URL_ENV, anthropic_base_url
+from .extractors.credentials import userinfo_replaces_key
+from .extractors.openai_compat import API_KEY_ENV as OAI_KEY_ENV
+from .extractors.specs import BackendSpec
 from .models import Episode, ExtractionResult, OntologyMode
 from .ontology import Ontology
 from .options import ExtractOptions
@@ -373,6 +376,7 @@ def plan_run(
             plan.planned_calls[mode] = 2 * (len(mode_keys) - cached) if action == "live" else 0
         backends[name] = plan
     notes += _large_chunk_notes(episodes, any(b.action == "live" for b in backends.values()))
+    notes += key_not_sent_notes(config.specs, env)
     judge = judge_plan(config, len(episodes), environ, active)
     if judge_coverage and not any(g.check == "cassette_integrity" for g in guards):
         from .judge.coverage import judge_cache_coverage
@@ -396,6 +400,29 @@ def plan_run(
 # ~100,000 tokens of text at ~4 characters a token: past half of a 200k-token context window,
 # before the prompts, the ontology and the reply.
 LARGE_CHUNK_CHARS = 400_000
+
+
+def key_not_sent_notes(specs: Mapping[str, BackendSpec], env: Mapping[str, str]) -> list[str]:
+    """A note for each live URL whose user info takes the Authorization header its API key would
+    have had: httpx sends the user info as Basic auth, and the key goes unsent. A gateway that
+    wants both answers 401 to every call, which would otherwise show only as an error rate."""
+    notes = [
+        f"{name}: its url carries user info, sent as Basic auth in place of {OAI_KEY_ENV}, "
+        "which is then not sent"
+        for name, spec in specs.items()
+        if spec.kind == "oai-http"
+        and env.get(OAI_KEY_ENV)
+        and userinfo_replaces_key(spec.params["url"])
+    ]
+    anthropic = any(s.kind == "anthropic" for s in specs.values())
+    base_url = env.get(BASE_URL_ENV)
+    if env.get(API_KEY_ENV) and base_url and userinfo_replaces_key(base_url):
+        users = "the anthropic backends and the judge" if anthropic else "the judge"
+        notes.append(
+            f"{BASE_URL_ENV} carries user info, sent as Basic auth in place of {API_KEY_ENV}, "
+            f"which {users} then do not send"
+        )
+    return notes
 
 
 def _large_chunk_notes(episodes: Sequence[Episode], live: bool) -> list[str]:

@@ -208,3 +208,46 @@ def test_judge_coverage_reads_a_recorded_backends_own_cassette(tmp_path: Path) -
     config = make_config(tmp_path, {"o": "oracle", "live": live}, record_cassette={"live": target})
     cache = plan(config, modes=["open"], judge_coverage=True).judge["cache"]
     assert cache["unknown"] == 0 and cache["uncached"] > 0
+
+
+def test_a_url_whose_user_info_takes_the_keys_header_is_a_note(tmp_path: Path) -> None:
+    """httpx sends a URL's user info as Basic auth, in the Authorization header the API key
+    would have had: the key went unsent, silently, and a gateway wanting it refused every call.
+    The note names the backend and the variables, never the credentials."""
+    from evals_pipeline.core.plan import plan_run
+
+    backends = {
+        "o": "oracle",
+        "gw": "oai-http:url=http://user:pw-gw-3c1f@127.0.0.1:9/v1/chat/completions",
+        "plain": "oai-http:url=http://127.0.0.1:9/v1/chat/completions",
+    }
+    config = make_config(tmp_path, backends, modes=("freeform",))
+
+    def notes(environ: dict[str, str]) -> list[str]:
+        return plan_run(config, [], None, corpus_path="c", corpus_digest="d", environ=environ).notes
+
+    assert notes({}) == []  # no key to lose
+    [note] = notes({"EVALS_OAI_API_KEY": "sk-oai-0123456789"})
+    assert note.startswith("gw: its url carries user info") and "EVALS_OAI_API_KEY" in note
+    anthropic = {
+        "ANTHROPIC_API_KEY": "sk-ant-0123456789",
+        "EVALS_ANTHROPIC_BASE_URL": "http://u:pw-anth-77@127.0.0.1:9",
+    }
+    [note] = notes(anthropic)
+    assert note.startswith("EVALS_ANTHROPIC_BASE_URL carries user info") and "judge" in note
+    assert not any("pw-" in n for n in notes({**anthropic, "EVALS_OAI_API_KEY": "k" * 12}))
+
+
+def test_the_bench_plan_notes_a_url_whose_user_info_takes_the_keys_header(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evals_pipeline.core.bench.plan import bench_plan
+    from evals_pipeline.core.config import BenchConfig
+
+    url = "http://user:pw-gw-3c1f@127.0.0.1:9/v1/chat/completions"
+    bench = BenchConfig(backends={"gw": f"oai-http:url={url}"}, output_dir=tmp_path / "bench")
+    config = make_config(tmp_path, {"o": "oracle"}, bench=bench)
+    monkeypatch.delenv("EVALS_OAI_API_KEY", raising=False)
+    assert "note:" not in bench_plan(config, [])
+    monkeypatch.setenv("EVALS_OAI_API_KEY", "sk-oai-0123456789")
+    assert bench_plan(config, []).splitlines()[-1].startswith("note: gw: its url carries user")

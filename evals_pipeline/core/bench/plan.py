@@ -4,6 +4,7 @@ abort. Loads cassettes and caches as the run does; calls and writes nothing."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,6 +16,7 @@ from ..cassettes.store import Cassette, load_cassette
 from ..config import EvalsConfig
 from ..errors import CassetteError
 from ..extractors.specs import BackendSpec
+from ..plan import key_not_sent_notes
 from .gold import GoldCorpus
 from .runner import BENCH_BUDGETS
 
@@ -57,6 +59,7 @@ def bench_plan(config: EvalsConfig, golds: Sequence[GoldCorpus]) -> str:
             else:
                 lines.append(f"  {name}: {source}; " + _cached_plan(config, name, gold, asked))
     lines.append(f"output: {config.bench.output_dir}/<gold>/<stamp>.json and .md")
+    lines += [f"note: {note}" for note in key_not_sent_notes(config.bench_specs, os.environ)]
     return "\n".join(lines)
 
 

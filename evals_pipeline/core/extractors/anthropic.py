@@ -2,8 +2,9 @@
 
 Retries (429/5xx/529 with Retry-After, timeouts, resets) follow `retries.py`, bounded by
 `max_retries` and `max_backoff_s`; the SDK's own are off (it would wait out any Retry-After).
-`base_url` (or EVALS_ANTHROPIC_BASE_URL) points it at a test server. `messages_call` is shared
-with the judge.
+`base_url` (or EVALS_ANTHROPIC_BASE_URL) points it at a test server or a gateway; the
+environment's HTTP(S)_PROXY is honoured, as by the OpenAI-compatible transport. `messages_call`
+is shared with the judge.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ..errors import ConfigError, MalformedReply, TransportError
 from ..models import Attempt, ChatRequest
 from .base import LoopBound, Reply, counted_reply
 from .capped import MAX_BODY_BYTES, refused_body, sdk_capped_transport
+from .credentials import credential_secrets, environment_proxy, environment_proxy_url
 from .redaction import redact_client_logs, redacted, without_userinfo
 from .retries import Retryable, Tries, retry_after_seconds, retryable_status, with_retries
 from .specs import DEFAULT_MODELS, url_problem
@@ -27,6 +29,9 @@ if TYPE_CHECKING:
 DEFAULT_MODEL = DEFAULT_MODELS["anthropic"]
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 BASE_URL_ENV = "EVALS_ANTHROPIC_BASE_URL"
+# Where the SDK sends requests when given no base_url (its own variable, then its default).
+SDK_BASE_URL_ENV = "ANTHROPIC_BASE_URL"
+SDK_DEFAULT_BASE_URL = "https://api.anthropic.com"
 
 
 def anthropic_base_url(base_url: str | None = None) -> str | None:
@@ -40,6 +45,17 @@ def anthropic_base_url(base_url: str | None = None) -> str | None:
     return url
 
 
+def sdk_base_url(base_url: str | None) -> str:
+    """The URL the SDK's client sends to, given `base_url` (None: the SDK's choice)."""
+    return base_url or os.environ.get(SDK_BASE_URL_ENV) or SDK_DEFAULT_BASE_URL
+
+
+def client_secrets(key: str, base_url: str | None) -> tuple[str, ...]:
+    """What no message of a call through `new_client(key, base_url, ...)` may show."""
+    url = sdk_base_url(base_url)
+    return credential_secrets(url, key, environment_proxy(url))
+
+
 def new_client(
     key: str, base_url: str | None, timeout_s: float, max_body_bytes: int = MAX_BODY_BYTES
 ) -> anthropic.AsyncAnthropic:
@@ -50,9 +66,11 @@ def new_client(
     # The SDK's own client class, over a transport that caps response bodies (capped.py).
     # Redirects are not followed, as the OpenAI-compatible transport does not: the SDK's client
     # followed them, re-sending a POST as a bodiless GET on a 301/302, the prompt to another
-    # host on a 307/308, and counted the hops as one request.
+    # host on a 307/308, and counted the hops as one request. Given a transport, httpx reads no
+    # proxy variable: the transport is given the proxy they name.
+    proxy = environment_proxy_url(sdk_base_url(base_url))
     http_client = anthropic.DefaultAsyncHttpxClient(
-        transport=sdk_capped_transport(anthropic.DefaultAsyncHttpxClient, max_body_bytes),
+        transport=sdk_capped_transport(anthropic.DefaultAsyncHttpxClient, max_body_bytes, proxy),
         follow_redirects=False,
     )
     return anthropic.AsyncAnthropic(
@@ -74,9 +92,10 @@ async def messages_call(
     max_backoff_s: float = 8.0,
     max_retry_after_s: float = 60.0,
     tries: Tries | None = None,
+    secrets: tuple[str, ...] = (),
 ) -> tuple[Attempt, str]:
     """One Messages call with bounded retries: the reply as an Attempt, and its raw body.
-    `tries` counts the requests sent.
+    `tries` counts the requests sent; `secrets` (`client_secrets`) are cut from error bodies.
 
     Every failure is typed: TransportError (HTTP status, connection, timeout, after the
     retries) or MalformedReply (a 200 whose body is not a Message). `timeout_s` bounds each
@@ -104,7 +123,8 @@ async def messages_call(
                 )
                 body = await raw.text()
         except anthropic.APIStatusError as exc:
-            body = redacted(exc.response.text, (client.api_key,))  # a proxy may echo the key
+            # A proxy or gateway may echo the key, or the Basic auth of the URL's user info.
+            body = redacted(exc.response.text, (client.api_key, *secrets))
             error = TransportError(
                 f"{label} HTTP {exc.status_code}", status=exc.status_code, body=body
             )
@@ -119,10 +139,15 @@ async def messages_call(
             raise Retryable(TransportError(f"{label} connection failed: {cause}")) from exc
         except anthropic.APIResponseValidationError as exc:
             raise MalformedReply(
-                f"{label} reply failed validation: {exc}", body=str(exc.body)
+                f"{label} reply failed validation: {exc}",
+                body=redacted(str(exc.body), (client.api_key, *secrets)),
             ) from exc
         latency_ms = (time.perf_counter() - started) * 1000.0
-        return await _message_attempt(raw, body, label, max_tokens, latency_ms), body
+        try:
+            return await _message_attempt(raw, body, label, max_tokens, latency_ms), body
+        except MalformedReply as exc:
+            exc.body = redacted(exc.body, (client.api_key, *secrets))
+            raise
 
     return await with_retries(
         once,
@@ -195,6 +220,7 @@ class AnthropicTransport:
         self._backoff_s = backoff_s
         self._max_backoff_s = max_backoff_s
         self._max_retry_after_s = max_retry_after_s
+        self._secrets = client_secrets(key, self._base_url)
         self._clients = LoopBound(
             lambda: new_client(self._key, self._base_url, self._timeout_s, max_body_bytes)
         )
@@ -214,6 +240,7 @@ class AnthropicTransport:
                 max_backoff_s=self._max_backoff_s,
                 max_retry_after_s=self._max_retry_after_s,
                 tries=tries,
+                secrets=self._secrets,
             )
         )
 

@@ -198,13 +198,16 @@ def _capped_transport_class(http: ModuleType) -> type:
 CappedTransport = _capped_transport_class(httpx)
 
 
-def sdk_capped_transport(client_class: type, limit: int = MAX_BODY_BYTES) -> Any:
+def sdk_capped_transport(
+    client_class: type, limit: int = MAX_BODY_BYTES, proxy: str | None = None
+) -> Any:
     """A capped default transport for an SDK whose client class is `client_class` (a subclass
-    of httpx's or httpx2's AsyncClient): built from that package's own classes."""
+    of httpx's or httpx2's AsyncClient), through `proxy` if given: built from that package's
+    own classes."""
     package = next(
         base.__module__.partition(".")[0]
         for base in client_class.__mro__
         if base.__name__ == "AsyncClient" and base.__module__.partition(".")[0] != "anthropic"
     )
     http = importlib.import_module(package)
-    return _capped_transport_class(http)(http.AsyncHTTPTransport(), limit)
+    return _capped_transport_class(http)(http.AsyncHTTPTransport(proxy=proxy), limit)

@@ -7,12 +7,10 @@ backend, so a new local model needs a spec string, not code.
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import os
 import ssl
 import time
-import urllib.request
 
 import aiohttp
 import httpx
@@ -22,6 +20,7 @@ from ..errors import MalformedReply, TransportError
 from ..models import Attempt, ChatRequest
 from .base import LoopBound, Reply, counted_reply
 from .capped import MAX_BODY_BYTES, CappedTransport, RefusedBody
+from .credentials import credential_secrets, environment_proxy
 from .redaction import redact_client_logs, redacted
 from .retries import Retryable, Tries, retry_after_seconds, retryable_status, with_retries
 
@@ -29,25 +28,6 @@ API_KEY_ENV = "EVALS_OAI_API_KEY"
 
 # Connections per event loop: httpx's default cap.
 MAX_CONNECTIONS = 100
-
-
-def _environment_proxy(url: httpx.URL) -> httpx.Proxy | None:
-    """The proxy that HTTP(S)_PROXY / ALL_PROXY name for `url`, unless NO_PROXY exempts it.
-
-    httpx reads these only for the transport it builds itself; given one, it reads none, and
-    aiohttp's session does not either (`trust_env=False`). So the transport asks for it.
-    """
-    proxies = urllib.request.getproxies_environment()
-    proxy = proxies.get(url.scheme) or proxies.get("all")
-    host = f"{url.host}:{url.port}" if url.port else url.host
-    if not proxy or urllib.request.proxy_bypass(host):
-        return None
-    return httpx.Proxy(proxy)
-
-
-def _basic_token(username: str, password: str) -> str:
-    """The credentials of a Basic Authorization header, as httpx encodes them."""
-    return base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
 
 
 def _never_sent(exc: BaseException) -> bool:
@@ -135,20 +115,8 @@ class OpenAICompatTransport:
         key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
         self._headers = {"authorization": f"Bearer {key}"} if key else {}
         self._ssl: ssl.SSLContext | None = None
-        self._proxy = None if uds_path else _environment_proxy(self._url)
-        # What no error message may show: the key, the URL's password and query values, the
-        # proxy's credentials, and the Basic auth headers made of them (a server or proxy that
-        # echoes its request headers shows them base64-encoded).
-        proxy_auth = (self._proxy.raw_auth if self._proxy else None) or ()
-        secrets = [key, parsed.password, *(part.decode("latin-1") for part in proxy_auth)]
-        secrets += [value for _name, value in parsed.params.multi_items()]
-        # ... and as written in the URL (percent-encoded), as a server echoing its path shows.
-        secrets += [part.partition("=")[2] for part in parsed.query.decode("ascii").split("&")]
-        if parsed.userinfo:
-            secrets.append(_basic_token(parsed.username, parsed.password))
-        if proxy_auth:
-            secrets.append(base64.b64encode(b":".join(proxy_auth)).decode("ascii"))
-        self._secrets = tuple(secret for secret in secrets if secret)
+        self._proxy = None if uds_path else environment_proxy(self._url)
+        self._secrets = credential_secrets(parsed, key, self._proxy)
         self._clients = LoopBound(self._new_client)
 
     def _new_client(self) -> httpx.AsyncClient:

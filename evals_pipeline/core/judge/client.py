@@ -15,7 +15,12 @@ from pydantic import BaseModel
 
 from ..config import DEFAULT_JUDGE_MODEL
 from ..errors import CassetteWriteError, MalformedReply
-from ..extractors.anthropic import anthropic_base_url, messages_call, new_client
+from ..extractors.anthropic import (
+    anthropic_base_url,
+    client_secrets,
+    messages_call,
+    new_client,
+)
 from ..extractors.base import NOT_AN_ANSWER, LoopBound
 from ..parsing import parse_structured
 from .cache import JudgeCache, judge_key
@@ -46,6 +51,7 @@ class JudgeClient:
         self._timeout_s = timeout_s
         self._max_retries = max_retries
         self._max_tokens = max_tokens
+        self._secrets = client_secrets(api_key, self._base_url)
         self._clients = LoopBound(lambda: new_client(self._key, self._base_url, self._timeout_s))
         self._concurrency = concurrency
         self._gates: LoopBound[asyncio.Semaphore] = LoopBound(
@@ -102,6 +108,7 @@ class JudgeClient:
                 max_tokens=self._max_tokens,
                 timeout_s=self._timeout_s,
                 max_retries=self._max_retries,
+                secrets=self._secrets,
             )
         if attempt.truncated or attempt.finish_reason in NOT_AN_ANSWER:
             # Not a verdict: cached, it would be read back as a malformed one on every run.

@@ -26,7 +26,7 @@ from evals_pipeline.core.errors import ConfigError, ExtractionFailed
 from evals_pipeline.core.extractors.anthropic import AnthropicTransport
 from evals_pipeline.core.extractors.base import Extractor, TransportExtractor
 from evals_pipeline.core.extractors.specs import build_extractor, parse_backend_spec
-from evals_pipeline.core.models import Episode, ExtractionOutcome, FailureRecord
+from evals_pipeline.core.models import Episode, ExtractionOutcome, ExtractionResult, FailureRecord
 from evals_pipeline.core.ontology import EntityType, Ontology, RelationType
 from evals_pipeline.core.options import ExtractOptions
 from evals_pipeline.core.runner import extract_all, run_sync
@@ -490,7 +490,13 @@ def test_an_error_body_that_echoes_the_key_is_redacted(server: LoopbackLLMServer
 
 
 @pytest.mark.parametrize(
-    "body", [b"[" * 100_000 + b"]" * 100_000, b'{"content": null, "usage": null}']
+    "body",
+    [
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"content": null, "usage": null}',
+        # A negative count had become negative tokens, and a negative cost, in the report.
+        _msg(ENTITIES, input_tokens=-5).body,
+    ],
 )
 def test_a_broken_200_reply_is_malformed(server: LoopbackLLMServer, body: bytes) -> None:
     server.enqueue(Reply(raw=body))
@@ -708,3 +714,98 @@ def test_a_gzip_bomb_is_cut_off_through_the_sdk(server: LoopbackLLMServer, statu
     assert failure.classification == "http_error"
     assert failure.raw_body.startswith("anthropic response body, decoded, over 100,000 bytes")
     assert len(server.requests) == 1
+
+
+# -- proxies and gateway credentials (found by review) ----------------------------------------
+
+
+def _clear_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+
+
+def test_requests_go_through_the_environment_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Given a transport of ours, httpx reads no proxy variable: the SDK's calls had gone
+    straight to the host, failing where only the proxy reaches it."""
+    _clear_proxy_env(monkeypatch)
+    # The loopback server stands in for the proxy: it records the request line it is sent.
+    with LoopbackLLMServer("anthropic", responder=anthropic_responder) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.base_url)
+        target = "http://models.example.invalid"
+        transport = AnthropicTransport(model="m", api_key=TEST_API_KEY, base_url=target)
+        outcome = _extract(TransportExtractor(transport))
+    assert outcome.result.entities
+    assert [r.path for r in proxy.requests] == [f"{target}/v1/messages"] * 2  # absolute form
+
+
+def test_no_proxy_exempts_the_anthropic_host(
+    server: LoopbackLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _clear_proxy_env(monkeypatch)
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    server.enqueue(_msg(ENTITIES), _msg(EDGES))
+    assert _extract(_extractor(server)).result.entities
+    assert [r.path for r in server.requests] == ["/v1/messages"] * 2
+
+
+GATEWAY_PASSWORD = "pw-gateway-51d7"
+GATEWAY_BASIC = base64.b64encode(f"gw:{GATEWAY_PASSWORD}".encode()).decode()
+
+
+@pytest.mark.parametrize("status", [500, 200])
+def test_a_body_echoing_the_base_urls_basic_auth_is_redacted(
+    server: LoopbackLLMServer, status: int
+) -> None:
+    """A gateway echoing its request headers showed the URL's password, base64 in the Basic
+    header, in the failure sidecar: only the API key had been cut (the OpenAI-compatible
+    transport cut both). An error body, and a 200 body that is not a Message."""
+    echoed = (
+        f'{{"headers": {{"authorization": "Basic {GATEWAY_BASIC}"}}, "pw": "{GATEWAY_PASSWORD}"}}'
+    )
+    server.enqueue(Reply(status=status, raw=echoed.encode()))
+    base = server.base_url.replace("://", f"://gw:{GATEWAY_PASSWORD}@", 1)
+    transport = AnthropicTransport(model="m", api_key=TEST_API_KEY, base_url=base, max_retries=0)
+    failure = _failure(TransportExtractor(transport)).failure
+    assert server.requests[0].headers["authorization"] == f"Basic {GATEWAY_BASIC}"  # as sent
+    assert GATEWAY_BASIC not in failure.raw_body and GATEWAY_PASSWORD not in failure.raw_body
+    assert failure.raw_body.count("***") == 2
+
+
+def test_an_error_body_echoing_the_proxys_credentials_is_redacted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _clear_proxy_env(monkeypatch)
+    proxy_basic = base64.b64encode(f"pu:{GATEWAY_PASSWORD}".encode()).decode()
+    with LoopbackLLMServer("anthropic") as proxy:
+        proxy.enqueue(Reply(status=407, raw=f'{{"saw": "Basic {proxy_basic}"}}'.encode()))
+        monkeypatch.setenv(
+            "HTTP_PROXY", proxy.base_url.replace("://", f"://pu:{GATEWAY_PASSWORD}@")
+        )
+        transport = AnthropicTransport(
+            model="m", api_key=TEST_API_KEY, base_url="http://models.example.invalid", max_retries=0
+        )
+        failure = _failure(TransportExtractor(transport)).failure
+    assert proxy.requests[0].headers["proxy-authorization"] == f"Basic {proxy_basic}"
+    assert proxy_basic not in failure.raw_body and '"saw": "Basic ***"' in failure.raw_body
+
+
+def test_the_judge_redacts_the_base_urls_basic_auth_too(server: LoopbackLLMServer) -> None:
+    from evals_pipeline.core.errors import TransportError
+    from evals_pipeline.core.judge.cache import JudgeCache
+    from evals_pipeline.core.judge.client import JudgeClient
+
+    server.enqueue(Reply(status=400, raw=f'{{"saw": "Basic {GATEWAY_BASIC}"}}'.encode()))
+    base = server.base_url.replace("://", f"://gw:{GATEWAY_PASSWORD}@", 1)
+    judge = JudgeClient(JudgeCache("unused.jsonl"), api_key=TEST_API_KEY, base_url=base)
+
+    async def go() -> None:
+        try:
+            await judge.judge("p", "system", "user", ExtractionResult)
+        finally:
+            await judge.aclose()
+
+    with pytest.raises(TransportError) as err:
+        run_sync(go)
+    assert GATEWAY_BASIC not in (err.value.body or "") and "Basic ***" in (err.value.body or "")

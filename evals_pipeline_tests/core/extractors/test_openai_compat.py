@@ -254,8 +254,18 @@ def test_malformed_json_text(server: LoopbackLLMServer, stage: str) -> None:
         b'{"choices": [{"message": {"content": "{}"}}], "usage": {"prompt_tokens": "many"}}',
         b'{"choices": [{"message": {"content": "{}"}}], "usage": "lots"}',
         b'{"choices": [{"message": {"content": {"entities": []}}}]}',
+        # A negative count had become negative tokens, and a negative cost, in the report.
+        b'{"choices": [{"message": {"content": "{}"}}], "usage": {"completion_tokens": -7}}',
     ],
-    ids=["text", "no-choice", "no-message", "bad-usage-count", "bad-usage", "content-object"],
+    ids=[
+        "text",
+        "no-choice",
+        "no-message",
+        "bad-usage-count",
+        "bad-usage",
+        "content-object",
+        "negative-usage-count",
+    ],
 )
 def test_non_completion_200_body_is_malformed(server: LoopbackLLMServer, body: bytes) -> None:
     server.enqueue(Reply(raw=body))
