@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 # What the suite clears around every test (the in-process code reads these).
 PROVIDER_ENV: tuple[str, ...] = (
     "ANTHROPIC_API_KEY",
@@ -26,3 +28,14 @@ PROJECT_ENV: tuple[str, ...] = (*PROVIDER_ENV, "EVALS_CONFIG", "DAGSTER_HOME")
 def hermetic_environ() -> dict[str, str]:
     """This process's environment without any of PROJECT_ENV, for a subprocess."""
     return {k: v for k, v in os.environ.items() if k not in PROJECT_ENV}
+
+
+# The proxy variables both live transports honour (in either case, as urllib reads them).
+PROXY_ENV: tuple[str, ...] = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+
+
+def clear_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No proxy variable set, for a test that sets the ones it means."""
+    for name in PROXY_ENV:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)

@@ -103,6 +103,8 @@ async def messages_call(
     """
     import anthropic  # loaded by new_client already; this binds the name here
 
+    cut = (client.api_key, *secrets)  # what no error body may show
+
     async def once() -> tuple[Attempt, str]:
         try:
             return await attempt()
@@ -124,7 +126,7 @@ async def messages_call(
                 body = await raw.text()
         except anthropic.APIStatusError as exc:
             # A proxy or gateway may echo the key, or the Basic auth of the URL's user info.
-            body = redacted(exc.response.text, (client.api_key, *secrets))
+            body = redacted(exc.response.text, cut)
             error = TransportError(
                 f"{label} HTTP {exc.status_code}", status=exc.status_code, body=body
             )
@@ -140,13 +142,13 @@ async def messages_call(
         except anthropic.APIResponseValidationError as exc:
             raise MalformedReply(
                 f"{label} reply failed validation: {exc}",
-                body=redacted(str(exc.body), (client.api_key, *secrets)),
+                body=redacted(str(exc.body), cut),
             ) from exc
         latency_ms = (time.perf_counter() - started) * 1000.0
         try:
             return await _message_attempt(raw, body, label, max_tokens, latency_ms), body
         except MalformedReply as exc:
-            exc.body = redacted(exc.body, (client.api_key, *secrets))
+            exc.body = redacted(exc.body, cut)
             raise
 
     return await with_retries(

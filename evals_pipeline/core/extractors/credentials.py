@@ -2,7 +2,8 @@
 
 Both live transports (the OpenAI-compatible one over httpx-aiohttp, the Anthropic SDK's over
 its httpx) are handed a transport of ours, and httpx reads the proxy variables only for a
-transport it builds itself: each asks `environment_proxy` for the proxy the environment names.
+transport it builds itself: each asks `environment_proxy_url` (or `environment_proxy`) for
+the proxy the environment names.
 A URL's user info is sent as Basic auth, which takes the Authorization header the key would
 have had: `userinfo_replaces_key` says so in the plan.
 """

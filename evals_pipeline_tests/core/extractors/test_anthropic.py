@@ -33,6 +33,7 @@ from evals_pipeline.core.runner import extract_all, run_sync
 from evals_pipeline_tests.conftest import TEST_API_KEY
 from evals_pipeline_tests.pipeline_fixtures import make_config
 from evals_pipeline_tests.support.deterministic_backend import anthropic_responder
+from evals_pipeline_tests.support.hermetic import clear_proxy_env
 from evals_pipeline_tests.support.llm_servers import (
     LoopbackLLMServer,
     ReceivedRequest,
@@ -719,16 +720,10 @@ def test_a_gzip_bomb_is_cut_off_through_the_sdk(server: LoopbackLLMServer, statu
 # -- proxies and gateway credentials (found by review) ----------------------------------------
 
 
-def _clear_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
-        monkeypatch.delenv(name, raising=False)
-        monkeypatch.delenv(name.upper(), raising=False)
-
-
 def test_requests_go_through_the_environment_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     """Given a transport of ours, httpx reads no proxy variable: the SDK's calls had gone
     straight to the host, failing where only the proxy reaches it."""
-    _clear_proxy_env(monkeypatch)
+    clear_proxy_env(monkeypatch)
     # The loopback server stands in for the proxy: it records the request line it is sent.
     with LoopbackLLMServer("anthropic", responder=anthropic_responder) as proxy:
         monkeypatch.setenv("HTTP_PROXY", proxy.base_url)
@@ -742,7 +737,7 @@ def test_requests_go_through_the_environment_proxy(monkeypatch: pytest.MonkeyPat
 def test_no_proxy_exempts_the_anthropic_host(
     server: LoopbackLLMServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _clear_proxy_env(monkeypatch)
+    clear_proxy_env(monkeypatch)
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # nothing listens there
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     server.enqueue(_msg(ENTITIES), _msg(EDGES))
@@ -776,7 +771,7 @@ def test_a_body_echoing_the_base_urls_basic_auth_is_redacted(
 def test_an_error_body_echoing_the_proxys_credentials_is_redacted(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    _clear_proxy_env(monkeypatch)
+    clear_proxy_env(monkeypatch)
     proxy_basic = base64.b64encode(f"pu:{GATEWAY_PASSWORD}".encode()).decode()
     with LoopbackLLMServer("anthropic") as proxy:
         proxy.enqueue(Reply(status=407, raw=f'{{"saw": "Basic {proxy_basic}"}}'.encode()))

@@ -42,6 +42,7 @@ from evals_pipeline.core.options import ExtractOptions
 from evals_pipeline.core.runner import extract_all, run_sync
 from evals_pipeline_tests.conftest import TEST_OAI_KEY
 from evals_pipeline_tests.support.deterministic_backend import openai_responder
+from evals_pipeline_tests.support.hermetic import clear_proxy_env
 from evals_pipeline_tests.support.llm_servers import (
     LoopbackLLMServer,
     ReceivedRequest,
@@ -697,16 +698,10 @@ def test_a_url_in_an_aiohttp_message_loses_its_secrets() -> None:
     )
 
 
-def _clear_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
-        monkeypatch.delenv(name, raising=False)
-        monkeypatch.delenv(name.upper(), raising=False)
-
-
 def test_requests_go_through_the_environment_proxy(
     uds_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _clear_proxy_env(monkeypatch)
+    clear_proxy_env(monkeypatch)
     # The loopback server stands in for the proxy: it records the request line it is sent.
     proxy = _start("tcp", uds_dir, responder=openai_responder)
     try:
@@ -720,7 +715,7 @@ def test_requests_go_through_the_environment_proxy(
 
 
 def test_no_proxy_exempts_a_host(uds_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _clear_proxy_env(monkeypatch)
+    clear_proxy_env(monkeypatch)
     srv = _start("tcp", uds_dir, responder=openai_responder)
     try:
         monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # nothing listens there
@@ -765,7 +760,7 @@ def test_a_proxy_password_never_reaches_an_error_or_the_sidecar(
 ) -> None:
     """aiohttp's connection errors carry a ConnectionKey whose repr shows the proxy's
     credentials: a proxy that accepts CONNECT and then speaks no TLS fails the handshake."""
-    _clear_proxy_env(monkeypatch)
+    clear_proxy_env(monkeypatch)
     secret = "proxy-pw-7f3a"
 
     def tunnel_without_tls(conn: socket.socket, _head: bytes) -> None:

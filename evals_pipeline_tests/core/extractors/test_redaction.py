@@ -7,6 +7,7 @@ import pytest
 
 from evals_pipeline.core.extractors.openai_compat import OpenAICompatTransport, _transport_failure
 from evals_pipeline.core.extractors.redaction import redacted, without_url_secrets
+from evals_pipeline_tests.support.hermetic import clear_proxy_env
 
 PROXY_PASSWORD = "pw-123456-proxy"
 KEY_REPR = (
@@ -41,9 +42,7 @@ def test_a_generic_client_error_carrying_a_connection_key_is_redacted() -> None:
 def test_the_environment_proxys_credentials_are_secrets_of_the_transport(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
-        monkeypatch.delenv(name, raising=False)
-        monkeypatch.delenv(name.upper(), raising=False)
+    clear_proxy_env(monkeypatch)
     monkeypatch.setenv("HTTPS_PROXY", f"http://proxy-user:{PROXY_PASSWORD}@127.0.0.1:9")
     transport = OpenAICompatTransport(url="https://models.example/v1/chat/completions")
     said = aiohttp.ClientError(f"proxy said: bad password {PROXY_PASSWORD}")
