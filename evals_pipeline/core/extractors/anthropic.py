@@ -134,11 +134,13 @@ async def messages_call(
                 raise Retryable(error, retry_after_seconds(exc.response.headers)) from exc
             raise error from None
         except (anthropic.APITimeoutError, TimeoutError) as exc:
-            raise Retryable(TransportError(f"{label} timeout")) from exc
+            error = TransportError(f"{label} timeout")
+            raise Retryable(error, sent=not _never_connected(exc)) from exc
         except anthropic.APIConnectionError as exc:
             # Described by the type of what failed: the SDK's causes carry the request.
             cause = type(exc.__cause__).__name__ if exc.__cause__ is not None else "no detail"
-            raise Retryable(TransportError(f"{label} connection failed: {cause}")) from exc
+            error = TransportError(f"{label} connection failed: {cause}")
+            raise Retryable(error, sent=not _never_connected(exc)) from exc
         except anthropic.APIResponseValidationError as exc:
             raise MalformedReply(
                 f"{label} reply failed validation: {exc}",
@@ -194,6 +196,18 @@ async def _message_attempt(
         )
     except (AttributeError, TypeError, ValueError) as exc:
         raise MalformedReply(f"{label} body is not a Message: {exc!r}", body=body) from exc
+
+
+def _never_connected(exc: BaseException) -> bool:
+    """Whether the SDK's error comes from a connection never made (refused, no such host, a
+    connect timeout): no server saw the request. By class name, as the SDK's HTTP package
+    (httpx or its fork httpx2) has its own classes."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if type(seen).__name__ in ("ConnectError", "ConnectTimeout"):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 class AnthropicTransport:

@@ -42,6 +42,17 @@ def _never_sent(exc: BaseException) -> bool:
     return False
 
 
+def _never_connected(exc: BaseException) -> bool:
+    """Whether `exc` comes from a connection that was never made (refused, no such host or
+    socket, a TLS handshake or connect timeout): no server saw the request."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, aiohttp.ClientConnectorError | aiohttp.ConnectionTimeoutError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def _transport_failure(
     provider: str, exc: Exception, secrets: tuple[str, ...] = (), socket: str | None = None
 ) -> TransportError:
@@ -190,7 +201,7 @@ class OpenAICompatTransport:
                     response = await self._post(payload)
         except (httpx.RequestError, aiohttp.ClientError, TimeoutError) as exc:
             failure = _transport_failure(self.provider, exc, self._secrets, self._uds_path)
-            raise Retryable(failure) from exc
+            raise Retryable(failure, sent=not _never_connected(exc)) from exc
         except RefusedBody as exc:  # not retried: the server would send it again
             raise TransportError(f"{self.provider} {exc}") from None
         latency_ms = (time.perf_counter() - started) * 1000.0

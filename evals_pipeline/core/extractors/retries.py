@@ -1,11 +1,12 @@
 """Bounded retries for the live transports (OpenAI-compatible, Anthropic, the judge).
 
-One policy for every provider: 408/409/429 and every 5xx (529 included), timeouts, resets and
-short bodies are tried again at most `max_retries` times. The wait honours Retry-After up to
-`max_retry_after_s` (60 s: a rate limit often asks for 20-60 s; a server asking for a day, or
-for `nan`, gets the cap or the backoff); otherwise it doubles from `backoff_s` up to
-`max_backoff_s`, with jitter so concurrent calls do not retry in lockstep. The anthropic SDK's
-own retries are turned off for this: it honours any Retry-After up to ~50 days.
+One policy for every provider: 408/409/429 and every 5xx (529 included), timeouts, resets,
+short bodies and failed connections (refused, no such host) are tried again at most
+`max_retries` times. The wait honours Retry-After up to `max_retry_after_s` (60 s: a rate
+limit often asks for 20-60 s; a server asking for a day, or for `nan`, gets the cap or the
+backoff); otherwise it doubles from `backoff_s` up to `max_backoff_s`, with jitter so
+concurrent calls do not retry in lockstep. The anthropic SDK's own retries are turned off for
+this: it honours any Retry-After up to ~50 days.
 """
 
 from __future__ import annotations
@@ -39,11 +40,16 @@ class Tries:
 
 
 class Retryable(Exception):
-    """Raised by one attempt that may be tried again; `error` is what the caller sees if not."""
+    """Raised by one attempt that may be tried again; `error` is what the caller sees if not.
+    `sent=False`: no connection was made (refused, no such host, a connect timeout), so no
+    server saw the request and it is not counted as one."""
 
-    def __init__(self, error: EvalsError, retry_after: float | None = None) -> None:
+    def __init__(
+        self, error: EvalsError, retry_after: float | None = None, *, sent: bool = True
+    ) -> None:
         self.error = error
         self.retry_after = retry_after
+        self.sent = sent
 
 
 def _seconds(text: str, scale: float = 1.0) -> float | None:
@@ -102,7 +108,12 @@ async def with_retries(
             with trial:
                 if tries is not None:
                     tries.count += 1
-                return await attempt()
+                try:
+                    return await attempt()
+                except Retryable as exc:
+                    if tries is not None and not exc.sent:
+                        tries.count -= 1
+                    raise
     except Retryable as exc:
         # Not chained: a cause's repr (a connection key, a request) can show credentials.
         raise exc.error from None

@@ -15,6 +15,7 @@ import gzip
 import itertools
 import json
 import re
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +27,13 @@ from evals_pipeline.core.errors import ConfigError, ExtractionFailed
 from evals_pipeline.core.extractors.anthropic import AnthropicTransport
 from evals_pipeline.core.extractors.base import Extractor, TransportExtractor
 from evals_pipeline.core.extractors.specs import build_extractor, parse_backend_spec
-from evals_pipeline.core.models import Episode, ExtractionOutcome, ExtractionResult, FailureRecord
+from evals_pipeline.core.models import (
+    CallStats,
+    Episode,
+    ExtractionOutcome,
+    ExtractionResult,
+    FailureRecord,
+)
 from evals_pipeline.core.ontology import EntityType, Ontology, RelationType
 from evals_pipeline.core.options import ExtractOptions
 from evals_pipeline.core.runner import extract_all, run_sync
@@ -481,6 +488,25 @@ def test_a_connection_that_keeps_failing_is_one_typed_failure(
     assert failure.raw_body.startswith("anthropic connection failed")
     assert TEST_API_KEY not in failure.raw_body
     assert len(server.requests) == 3  # max_retries + 1, then no more
+
+
+def test_a_refused_connection_is_retried_and_counts_no_request() -> None:
+    """No server saw it: the report's requests are what a server saw (through the SDK)."""
+    with socket.socket() as probe:  # a port nothing listens on once the probe is closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    transport = AnthropicTransport(
+        model="claude-test",
+        api_key=TEST_API_KEY,
+        base_url=f"http://127.0.0.1:{port}",
+        timeout_s=1.0,
+        max_retries=1,
+        backoff_s=0.01,
+    )
+    error = _failure(TransportExtractor(transport))
+    assert isinstance(error.failure, FailureRecord)
+    assert error.failure.raw_body.startswith("anthropic connection failed: ConnectError")
+    assert isinstance(error.stats, CallStats) and error.stats.requests == 0
 
 
 def test_an_error_body_that_echoes_the_key_is_redacted(server: LoopbackLLMServer) -> None:

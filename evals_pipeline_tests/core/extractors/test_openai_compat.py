@@ -511,17 +511,35 @@ def test_truncated_body_names_the_short_read(server: LoopbackLLMServer) -> None:
     assert "ClientPayloadError" in failure.raw_body  # the body ended before its length
 
 
-def test_refused_connection_is_a_transport_error() -> None:
+def test_refused_connection_is_retried_and_counts_no_request() -> None:
+    """No server saw a refused connection: it is retried (a server restarting), and neither try
+    is counted as a request (the report's requests are what the server saw)."""
     with socket.socket() as probe:  # a port nothing listens on once the probe is closed
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     transport = OpenAICompatTransport(
-        url=f"http://127.0.0.1:{port}/v1/chat/completions", max_retries=0, timeout_s=1.0
+        url=f"http://127.0.0.1:{port}/v1/chat/completions",
+        max_retries=1,
+        timeout_s=1.0,
+        backoff_s=0.01,
     )
-    failure = _failure(TransportExtractor(transport)).failure
+    error = _failure(TransportExtractor(transport))
+    failure = error.failure
     assert isinstance(failure, FailureRecord)
     assert failure.classification == "http_error"
     assert failure.raw_body.startswith("oai-http transport error: ClientConnectorError")
+    assert isinstance(error.stats, CallStats) and error.stats.requests == 0
+
+
+def test_a_missing_unix_socket_counts_no_request(uds_dir: Path) -> None:
+    transport = OpenAICompatTransport(
+        url="http://localhost/v1/chat/completions",
+        uds_path=str(uds_dir / "nobody-listens.sock"),
+        max_retries=1,
+        backoff_s=0.01,
+    )
+    error = _failure(TransportExtractor(transport))
+    assert isinstance(error.stats, CallStats) and error.stats.requests == 0
 
 
 # -- ontology regimes ---------------------------------------------------------------------------
