@@ -198,6 +198,11 @@ class EvalsResource(ConfigurableResource):
             mode, self.ontology(), config.max_tokens_entities, config.max_tokens_edges
         )
 
+    def key_environ(self) -> dict[str, str]:
+        """The environment the plan sees, with the resource's key (an EnvVar resolved at
+        launch) in place of whatever the process that loaded the definitions had."""
+        return {**os.environ, API_KEY_ENV: self.anthropic_api_key or ""}
+
     def plan(
         self,
         episodes: list[Episode] | None = None,
@@ -212,7 +217,7 @@ class EvalsResource(ConfigurableResource):
             self.ontology(),
             corpus_path=str(corpus.path),
             corpus_digest=corpus.digest,
-            environ={API_KEY_ENV: self.anthropic_api_key or ""},
+            environ=self.key_environ(),
             expected=corpus.expected_graphs(),
             judge_coverage=judge_coverage,
             modes=modes,

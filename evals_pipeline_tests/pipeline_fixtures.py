@@ -37,7 +37,8 @@ def make_config(tmp_path: Path, backends: dict[str, str], **overrides: Any) -> E
 
 
 def plan_fixture_run(config: EvalsConfig, **options: Any) -> RunPlan:
-    """`plan_run` over the fixture corpus and ontology, scoped as `config` says, with no key."""
+    """`plan_run` over the fixture corpus and ontology, scoped as `config` says, with no key
+    (unless `environ=` gives one)."""
     ontology = load_ontology(ONTOLOGY)
     corpus = load_prose_corpus(CORPUS, ontology).scoped(config.limit)
     return plan_run(
@@ -46,7 +47,7 @@ def plan_fixture_run(config: EvalsConfig, **options: Any) -> RunPlan:
         ontology,
         corpus_path=str(CORPUS),
         corpus_digest=corpus.digest,
-        environ={},
+        environ=options.pop("environ", {}),
         expected=corpus.expected_graphs(),
         **options,
     )

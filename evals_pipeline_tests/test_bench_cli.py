@@ -97,6 +97,41 @@ def test_bench_dry_run_plans_and_writes_nothing(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_anthropic_backend_without_its_key_is_refused_up_front(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its step would fail building the client, after the other rows' calls: the dry run says
+    it would abort, and the run refuses it before any step."""
+    argv = ["bench", "--split", "test", "--backend", "claude=anthropic", "--out", str(tmp_path)]
+    assert cli_main([*argv, "--dry-run"]) == 0
+    assert "claude: live anthropic; would abort: ANTHROPIC_API_KEY is not set" in (
+        capsys.readouterr().out
+    )
+    assert cli_main(argv) == 2
+    assert "--backend claude: anthropic needs ANTHROPIC_API_KEY" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_replayed_row_is_priced_at_its_recorded_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As the prose report prices a replay (what the recorded calls cost): the bench's row had
+    the model "cassette", which no prices file names, so its cost was always "—"."""
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"rules-tidy": {"input_per_1m": 3.0, "output_per_1m": 15.0}}))
+    rules = f"rules=cassette:path={BENCH_RULES}"
+    argv = ["bench", "--split", "test", "--backend", rules, "--out", str(tmp_path / "out")]
+    assert cli_main([*argv, "--prices", str(prices), "--cache-dir", str(tmp_path / "c")]) == 0
+    report = json.loads(_only(tmp_path / "out" / "cases", ".json").read_text())
+    row = report["rows"]["rules"]
+    assert row["model"] == "rules-tidy" and row["provider"] == "oai-http"
+    usage = row["usage"]
+    expected = (usage["input_tokens"] * 3.0 + usage["output_tokens"] * 15.0) / 1e6
+    assert expected > 0 and row["cost_usd"] == pytest.approx(expected)
+    assert report["rows"]["oracle"]["cost_usd"] is None  # the oracle has no price
+    assert "| cost (USD) | — | " in _only(tmp_path / "out" / "cases", ".md").read_text()
+
+
 def test_bench_dry_run_counts_what_a_recorded_backends_cassette_already_holds(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

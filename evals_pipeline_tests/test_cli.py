@@ -373,6 +373,11 @@ def test_a_bad_prices_file_fails_the_plan(
     assert main(["--config", str(config), "--dry-run"]) == 2  # had been read after extraction
     err = capsys.readouterr().err
     assert f"{prices} [m.input_per_1m]" in err and "finite number" in err
+    # A real run refuses it up front too (it had failed the plan step, after the claim gate's).
+    assert main(["--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert f"{config} [prices]: {prices} [m.input_per_1m]" in err
+    assert not (tmp_path / "reports").exists()
 
 
 def test_prices_on_the_command_line_cost_a_backend_run(

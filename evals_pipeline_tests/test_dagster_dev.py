@@ -57,6 +57,7 @@ PLAN_CHECKS = {
     "distinct_cassettes",
     "no_record_on_replay",
     "recording_targets",
+    "live_credentials",
 }
 
 QUERY = """

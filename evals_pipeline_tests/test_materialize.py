@@ -259,6 +259,7 @@ def _copy(tmp_path: Path) -> Path:
             {"record_cassette": {"a": Path("never.jsonl")}},
             "no_record_on_replay",
         ),
+        (lambda t: {"o": "oracle", "claude": "anthropic"}, {}, "live_credentials"),
         (  # each would be served the other's answers
             lambda t: {"o": "oracle", "a": "oracle", "b": "oracle"},
             lambda t: {"record_cassette": {"a": t / "one.jsonl", "b": t / "one.jsonl"}},

@@ -1,7 +1,8 @@
 """`corpus` and `run_plan`, per ontology mode: what will be extracted, and whether it may be.
 
 The guards are blocking checks on `run_plan`, so a corrupt or duplicate-keyed cassette, two
-backends replaying one cassette, or recording a replay stops the run before any extraction. A
+backends replaying one cassette, recording a replay or an anthropic backend without its key
+stops the run before any extraction. A
 failed guard also fails the step, leaving that mode's plan unmaterialised, so a backfill (whose
 extraction partitions run in runs of their own) stops there too.
 """
@@ -33,6 +34,7 @@ PLAN_GUARDS = (
     "distinct_cassettes",
     "no_record_on_replay",
     "recording_targets",
+    "live_credentials",
 )
 # What each guard asserts, shown with its check in the UI.
 GUARD_DESCRIPTIONS = {
@@ -49,6 +51,10 @@ GUARD_DESCRIPTIONS = {
         "Every recording target is a cassette its backend can take answers from (its model's, "
         "at the run's token budgets, one a key), and no two backends record into one file or "
         "into a cassette another replays: a recording is served what its file holds."
+    ),
+    "live_credentials": (
+        "Every anthropic backend has ANTHROPIC_API_KEY: without it the backend's extraction "
+        "fails, after the other backends' steps have made their calls."
     ),
 }
 

@@ -70,7 +70,7 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         backend, mode = split_key(context.partition_key)
         episodes = table_episodes(corpus)
         # This backend's guards only, without re-planning the whole run (see backend_guards).
-        found = backend_guards(evals.config, backend)
+        found = backend_guards(evals.config, backend, evals.key_environ())
         guards = [g for name in PLAN_GUARDS for g in found if g.check == name]
         if guards:  # enforced here too, for runs that did not include run_plan
             raise Failure(

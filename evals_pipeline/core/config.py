@@ -195,6 +195,19 @@ class EvalsConfig(BaseModel):
                 raise InputFileError(source, f"{path}: is a folder, not a file", field=field)
         if self.prices is not None and not self.prices.exists():
             raise InputFileError(source, f"{self.prices}: file not found", field="prices")
+        from .claims.gate import read_baseline
+        from .prices import load_prices
+
+        if self.prices is not None:  # read by the run's plan step, after the claim gate's steps
+            try:
+                load_prices(self.prices)
+            except InputFileError as exc:
+                raise InputFileError(source, str(exc), field="prices") from exc
+        if self.claims_gate and self.claims_baseline is not None:
+            try:  # a typo must not switch the gate off, nor fail its step mid-run
+                read_baseline(self.claims_baseline, required=True)
+            except InputFileError as exc:
+                raise InputFileError(source, str(exc), field="claims_baseline") from exc
         return self.check_outputs(source)
 
     def check_outputs(self, source: Path | str) -> EvalsConfig:

@@ -245,7 +245,25 @@ def _record_target_guard(config: EvalsConfig, name: str, guards: list[Guard]) ->
     return True
 
 
-def backend_guards(config: EvalsConfig, backend: str) -> list[Guard]:
+def credential_guards(config: EvalsConfig, env: Mapping[str, str]) -> list[Guard]:
+    """An anthropic backend without ANTHROPIC_API_KEY: its extraction step fails building the
+    client (even when every call is cached), after the other backends' steps have run."""
+    if env.get(API_KEY_ENV):
+        return []
+    return [
+        Guard(
+            "live_credentials",
+            (name,),
+            f"{name}: the anthropic backend needs {API_KEY_ENV} to be set",
+        )
+        for name, spec in config.specs.items()
+        if spec.kind == "anthropic"
+    ]
+
+
+def backend_guards(
+    config: EvalsConfig, backend: str, environ: Mapping[str, str] | None = None
+) -> list[Guard]:
     """The guards `plan_run` would report that concern `backend`, found the same way, but for
     a live backend's unreadable cache (`cassette_integrity`), which the step's own load of it
     reports as a typed error.
@@ -256,6 +274,7 @@ def backend_guards(config: EvalsConfig, backend: str) -> list[Guard]:
     """
     guards: list[Guard] = []
     _identity_guards(config, guards)
+    guards += credential_guards(config, os.environ if environ is None else environ)
     _record_target_guard(config, backend, guards)
     spec = config.specs[backend]
     if spec.cassette_path is not None:
@@ -325,6 +344,7 @@ def plan_run(
     guards: list[Guard] = []
     notes: list[str] = []
     _identity_guards(config, guards)
+    guards += credential_guards(config, env)
     options = {
         mode: ExtractOptions.for_mode(
             mode, ontology, config.max_tokens_entities, config.max_tokens_edges

@@ -155,6 +155,9 @@ def test_no_mode_and_a_gold_name_that_is_a_path_are_refused(
         ("ontology: .", "ontology", "is a folder, not a file"),
         ("prices: .", "prices", "is a folder, not a file"),
         ("prices: nope.json", "prices", "file not found"),
+        ("prices: bad.json", "prices", "bad.json:1: invalid JSON"),  # had failed a step mid-run
+        ("prices: dup.json", "prices", "key 'm' is given twice"),
+        ("claims_baseline: nope.json", "claims_baseline", "no baseline file here"),
         ("cache_dir: afile/sub", "cache_dir", "afile is a file, not a folder"),
         ("output_dir: afile/r", "output_dir", "afile is a file, not a folder"),
         ("judge: {cache: afile/j.jsonl}", "judge.cache", "afile is a file, not a folder"),
@@ -168,6 +171,9 @@ def test_an_input_or_output_path_that_cannot_be_used_names_its_field(
     the claims run), and a cache_dir under a file a step with "Not a directory"."""
     (tmp_path / "afile").write_text("a file\n")
     (tmp_path / "chunks.jsonl").write_text("")
+    (tmp_path / "bad.json").write_text("{bad")
+    price = '{"input_per_1m": 1, "output_per_1m": 1}'
+    (tmp_path / "dup.json").write_text(f'{{"m": {price}, "m": {price}}}')
     text = f"backends: {{a: oracle}}\nreference: a\ncorpus: chunks.jsonl\n{line}\n"
     text = text.replace("corpus: chunks.jsonl\ncorpus: .", "corpus: .")
     path = write(tmp_path, text)

@@ -31,6 +31,19 @@ def test_plan_content(tmp_path: Path) -> None:
     assert "guards: none would abort" in text
 
 
+def test_an_anthropic_backend_without_its_key_is_a_guard(tmp_path: Path) -> None:
+    """Its extraction step would fail building the client (even with every call cached),
+    after the other backends' steps: a dry run that said "none would abort" was wrong."""
+    config = make_config(
+        tmp_path, {"o": "oracle", "claude": "anthropic", "r": f"cassette:path={RULES}"}
+    )
+    p = plan(config)
+    assert [(g.check, g.backends) for g in p.guards] == [("live_credentials", ("claude",))]
+    assert "[live_credentials] claude: the anthropic backend needs ANTHROPIC_API_KEY" in p.render()
+    assert plan(config, environ={"ANTHROPIC_API_KEY": "k"}).guards == []
+    assert plan(make_config(tmp_path, {"o": "oracle"})).guards == []  # no anthropic backend
+
+
 def test_one_modes_plan_covers_that_mode_only(tmp_path: Path) -> None:
     """What one mode's `run_plan` partition asks for: its own keys, calls and judge cost."""
     config = make_config(

@@ -18,6 +18,7 @@ def test_backend_guards_match_the_plan(tmp_path: Path) -> None:
             "t": f"cassette:path={torn}",  # a torn last line: cassette_integrity
             "r": "oracle",
             "s": "oracle",
+            "k": "anthropic",  # no ANTHROPIC_API_KEY: live_credentials
         },
         record_cassette={
             "a": str(tmp_path / "rec.jsonl"),  # recording a replay
@@ -31,6 +32,7 @@ def test_backend_guards_match_the_plan(tmp_path: Path) -> None:
         "distinct_cassettes",
         "no_record_on_replay",
         "recording_targets",
+        "live_credentials",
     }
     assert len(plan.guards_for("recording_targets", "r")) == 3  # a's and b's file, rules' answers
     for backend in config.backends:

@@ -26,7 +26,7 @@ from ..runner import ChunkRun, extract_all, run_sync
 from ..scoring.webnlg import prf, score_triples
 from ..webnlg import WebNLGCorpus, category_of, load_webnlg, load_webnlg_ontology
 from .corpus import BenchCorpus, load_bench_corpus, schemas_dir
-from .runner import bench_calls, render_markdown, run_bench, usage_totals
+from .runner import bench_calls, render_markdown, row_source, run_bench, usage_totals
 
 GoldKind = Literal["cases", "webnlg"]
 GoldSplit = Literal["all", "dev", "test"]
@@ -224,8 +224,7 @@ def run_webnlg(
         "ontology_mode": ontology_mode,
         "rows": {
             row_name: {
-                "provider": extractor.provider,
-                "model": extractor.model,
+                **row_source(extractor, runs),
                 "episodes": episodes,
                 "usage": usage_totals(runs),
                 "rates": {f"triple_{k}": v for k, v in rates.items()},

@@ -15,6 +15,7 @@ from ..cassettes.record import check_record_target
 from ..cassettes.store import Cassette, load_cassette
 from ..config import EvalsConfig
 from ..errors import CassetteError
+from ..extractors.anthropic import API_KEY_ENV
 from ..extractors.specs import BackendSpec
 from ..plan import key_not_sent_notes
 from .gold import GoldCorpus
@@ -54,6 +55,8 @@ def bench_plan(config: EvalsConfig, golds: Sequence[GoldCorpus]) -> str:
                 )
             elif spec.kind == "oracle":  # local: no call, nothing cached
                 lines.append(f"  {name}: {source}; {calls} extractions replayed, no calls")
+            elif spec.kind == "anthropic" and not os.environ.get(API_KEY_ENV):
+                lines.append(f"  {name}: {source}; would abort: {API_KEY_ENV} is not set")
             elif record is not None:
                 lines.append(f"  {name}: {source}; " + _recording_plan(spec, record, asked))
             else:

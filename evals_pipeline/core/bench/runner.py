@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -179,14 +180,29 @@ def run_bench(
         "ontology_mode": ontology_mode,
         "rows": {
             row_name: {
-                "provider": extractor.provider,
-                "model": extractor.model,
+                **row_source(extractor, all_runs),
                 "episodes": episodes,
                 "usage": usage,
                 "rates": pooled_rates([e["counts"] for e in episodes]),
                 "cases": {c: pooled_rates(v) for c, v in sorted(by_case.items())},
             }
         },
+    }
+
+
+def row_source(extractor: Extractor, runs: Sequence[ChunkRun]) -> dict[str, str]:
+    """The provider and model a row's answers came from: for a replay, the recorded model
+    (most answers', ties by name), so a prices file prices it as the prose report does (what
+    the recorded calls cost); the extractor's own where no answer names one."""
+    answered = [run.outcome for run in runs if run.outcome is not None]
+
+    def most_common(values: list[str], default: str) -> str:
+        counts = Counter(values)
+        return min(counts.items(), key=lambda i: (-i[1], i[0]))[0] if counts else default
+
+    return {
+        "provider": most_common([o.provider for o in answered], extractor.provider),
+        "model": most_common([o.model for o in answered], extractor.model),
     }
 
 
