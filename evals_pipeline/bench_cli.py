@@ -15,7 +15,6 @@ or step (e.g. an oracle row that is not perfect), 2 usage or input error.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,8 +23,7 @@ from .cli import named_paths, positive_int
 from .core.bench.gold import load_gold
 from .core.bench.plan import bench_plan
 from .core.config import BenchConfig, EvalsConfig
-from .core.errors import ConfigError, EvalsError
-from .core.extractors.anthropic import API_KEY_ENV
+from .core.errors import EvalsError
 from .core.extractors.specs import parse_named_backend
 from .core.models import ONTOLOGY_MODES
 from .core.prices import load_prices
@@ -105,10 +103,7 @@ def main(argv: Sequence[str]) -> int:
         if args.dry_run:
             print(bench_plan(config, golds))
             return 0
-        keyless = [n for n, s in config.bench_specs.items() if s.kind == "anthropic"]
-        if keyless and not os.environ.get(API_KEY_ENV):  # its step would fail, after the others
-            raise ConfigError(f"--backend {keyless[0]}: anthropic needs {API_KEY_ENV} to be set")
-        config.check_writable("command line", bench_only=True)
+        config.check_writable("command line", bench_only=True).check_keys("command line")
         outcome = MaterializeResult()
         ok = materialize_bench(
             config,

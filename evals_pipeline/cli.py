@@ -258,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.dry_run:
             print(dry_run(config))
             return 0
-        config.check_writable(source or "command line")
+        config.check_writable(source or "command line").check_keys(source or "command line")
         if args.output is not None and (why := not_writable(args.output)) is not None:
             raise ConfigError(f"--output {args.output}: {why}")  # before the run, not after
         from .materialize import materialize_all, stop_on_sigterm

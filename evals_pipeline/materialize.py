@@ -296,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop_on_sigterm()
     try:
         source = args.config or default_config_path()
-        config = load_config(source).check_inputs(source).check_writable(source)
+        config = load_config(source).check_inputs(source).check_writable(source).check_keys(source)
         outcome = materialize_all(config, quiet=not args.verbose)
     except EvalsError as exc:  # a bad config or input file: one line naming it, no traceback
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)

@@ -108,7 +108,9 @@ def test_an_anthropic_backend_without_its_key_is_refused_up_front(
         capsys.readouterr().out
     )
     assert cli_main(argv) == 2
-    assert "--backend claude: anthropic needs ANTHROPIC_API_KEY" in capsys.readouterr().err
+    assert "[backends.claude]: the anthropic backend needs ANTHROPIC_API_KEY" in (
+        capsys.readouterr().err
+    )
     assert list(tmp_path.iterdir()) == []
 
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from evals_pipeline.cli import main
-from evals_pipeline_tests.pipeline_fixtures import CORPUS, ONTOLOGY, RULES
+from evals_pipeline_tests.pipeline_fixtures import CASES, CORPUS, ONTOLOGY, RULES
 
 
 def write_config(tmp_path: Path, modes: list[str]) -> Path:
@@ -228,6 +228,41 @@ def test_the_main_job_names_a_missing_input_file_by_its_field(
     err = capsys.readouterr().err
     assert f"{config} {field}: " in err and "no such file or folder" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("backends", "bench", "field"),
+    [
+        ("{o: oracle, claude: anthropic}", "", "[backends.claude]"),
+        # The bench's row would fail its step after every prose extraction had been made.
+        (
+            "{o: oracle}",
+            f"bench: {{backends: {{o: oracle, claude: anthropic}}, corpora: {{cases: {CASES}}}}}",
+            "[bench.backends.claude]",
+        ),
+    ],
+)
+def test_an_anthropic_backend_without_its_key_is_refused_before_any_run(
+    backends: str, bench: str, field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The dry run lists it (a guard, or the bench's "would abort") and exits 0; the main job
+    and `evals-pipeline` refuse it up front, naming the field (exit 2), writing nothing."""
+    from evals_pipeline.materialize import main as materialize_main
+
+    config = tmp_path / "evals.yaml"
+    config.write_text(
+        f"backends: {backends}\nreference: o\nmodes: [freeform]\ncorpus: {CORPUS}\n"
+        f"output_dir: {tmp_path / 'reports'}\ncache_dir: {tmp_path / 'cache'}\n"
+        f"claims_gate: false\n{bench}\n"
+    )
+    assert main(["--config", str(config), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "[live_credentials] claude" in out or "would abort: ANTHROPIC_API_KEY" in out
+    for run in (materialize_main, main):
+        assert run(["--config", str(config)]) == 2
+        err = capsys.readouterr().err
+        assert f"{config} {field}: the anthropic backend needs ANTHROPIC_API_KEY" in err
+    assert not (tmp_path / "reports").exists() and not (tmp_path / "cache").exists()
 
 
 def test_a_judge_cache_that_is_a_folder_is_refused_by_its_field(

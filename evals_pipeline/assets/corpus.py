@@ -2,9 +2,9 @@
 
 The guards are blocking checks on `run_plan`, so a corrupt or duplicate-keyed cassette, two
 backends replaying one cassette, recording a replay or an anthropic backend without its key
-stops the run before any extraction. A
-failed guard also fails the step, leaving that mode's plan unmaterialised, so a backfill (whose
-extraction partitions run in runs of their own) stops there too.
+stops the run before any extraction. A failed guard also fails the step, leaving that mode's
+plan unmaterialised, so a backfill (whose extraction partitions run in runs of their own) stops
+there too.
 """
 
 from collections.abc import Iterator

@@ -7,12 +7,14 @@ working directory. Every problem is an InputFileError naming the file and the fi
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
-from .errors import BackendSpecError, InputFileError
+from .errors import BackendSpecError, ConfigError, InputFileError
+from .extractors.anthropic import API_KEY_ENV as ANTHROPIC_KEY_ENV
 from .extractors.specs import BackendSpec, check_name, parse_backend_spec, parse_named_backend
 from .files import cannot_be_made, load_yaml, not_writable, validate_file_model
 from .models import ONTOLOGY_MODES, OntologyMode
@@ -269,6 +271,26 @@ class EvalsConfig(BaseModel):
         for field, path in folders:
             if (why := not_writable(path)) is not None:
                 raise InputFileError(source, f"{path}: {why}", field=field)
+        return self
+
+    def check_keys(
+        self, source: Path | str, environ: Mapping[str, str] | None = None
+    ) -> EvalsConfig:
+        """A real run's anthropic backends (the bench's too, when it has gold corpora) have
+        ANTHROPIC_API_KEY: each one's step would fail building its client, after the other
+        backends' steps had made their calls. (Not when the definitions load: a run of other
+        assets needs no key. In Dagster the prose run's `live_credentials` guard says so.)"""
+        env = os.environ if environ is None else environ
+        if env.get(ANTHROPIC_KEY_ENV):
+            return self
+        fields = [(f"backends.{n}", s) for n, s in self.specs.items()]
+        if self.bench.corpora:
+            fields += [(f"bench.backends.{n}", s) for n, s in self.bench_specs.items()]
+        for field, spec in fields:
+            if spec.kind == "anthropic":
+                raise ConfigError(
+                    f"{source} [{field}]: the anthropic backend needs {ANTHROPIC_KEY_ENV} to be set"
+                )
         return self
 
     def paths_in_use(self) -> list[tuple[str, Path, bool]]:

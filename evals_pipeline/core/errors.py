@@ -5,9 +5,19 @@ Callers (the CLI, the Dagster layer, tests) tell failures apart by type, never b
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from .extractors.redaction import spec_secrets, without_url_secrets
+
+
+def exception_chain(exc: BaseException) -> Iterator[BaseException]:
+    """`exc`, then what it was raised from (its cause, else its context), and so on: an SDK or
+    an adapter wraps the error that says what failed."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        yield seen
+        seen = seen.__cause__ or seen.__context__
 
 
 class EvalsError(Exception):

@@ -191,19 +191,17 @@ def run_bench(
 
 
 def row_source(extractor: Extractor, runs: Sequence[ChunkRun]) -> dict[str, str]:
-    """The provider and model a row's answers came from: for a replay, the recorded model
-    (most answers', ties by name), so a prices file prices it as the prose report does (what
+    """The provider and model a row's answers came from (most answers' pair, ties by name): for
+    a replay, the recorded model, so a prices file prices it as the prose report does (what
     the recorded calls cost); the extractor's own where no answer names one."""
-    answered = [run.outcome for run in runs if run.outcome is not None]
-
-    def most_common(values: list[str], default: str) -> str:
-        counts = Counter(values)
-        return min(counts.items(), key=lambda i: (-i[1], i[0]))[0] if counts else default
-
-    return {
-        "provider": most_common([o.provider for o in answered], extractor.provider),
-        "model": most_common([o.model for o in answered], extractor.model),
-    }
+    pairs = Counter((r.outcome.provider, r.outcome.model) for r in runs if r.outcome is not None)
+    # One answer's pair, never one answer's provider with another's model.
+    provider, model = (
+        min(pairs.items(), key=lambda item: (-item[1], item[0]))[0]
+        if pairs
+        else (extractor.provider, extractor.model)
+    )
+    return {"provider": provider, "model": model}
 
 
 def usage_totals(runs: Sequence[ChunkRun]) -> dict[str, int]:

@@ -14,7 +14,7 @@ import os
 import time
 from typing import TYPE_CHECKING
 
-from ..errors import ConfigError, MalformedReply, TransportError
+from ..errors import ConfigError, MalformedReply, TransportError, exception_chain
 from ..models import Attempt, ChatRequest
 from .base import LoopBound, Reply, counted_reply
 from .capped import MAX_BODY_BYTES, refused_body, sdk_capped_transport
@@ -200,14 +200,11 @@ async def _message_attempt(
 
 def _never_connected(exc: BaseException) -> bool:
     """Whether the SDK's error comes from a connection never made (refused, no such host, a
-    connect timeout): no server saw the request. By class name, as the SDK's HTTP package
-    (httpx or its fork httpx2) has its own classes."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if type(seen).__name__ in ("ConnectError", "ConnectTimeout"):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    failed TLS handshake): no server saw the request. By class name, as the SDK's HTTP package
+    (httpx or its fork httpx2) has its own classes. True of the httpx(2) transport `new_client`
+    builds, whose ConnectError is raised only while connecting (the SDK's aiohttp client calls
+    a reset a ConnectError too; a test pins that a reset is counted)."""
+    return any(type(e).__name__ in ("ConnectError", "ConnectTimeout") for e in exception_chain(exc))
 
 
 class AnthropicTransport:

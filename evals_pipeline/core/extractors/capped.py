@@ -21,6 +21,8 @@ from typing import Any
 
 import httpx
 
+from ..errors import exception_chain
+
 MAX_BODY_BYTES = 32 * 1024 * 1024
 
 # The codings the capped transport asks for and can inflate under the ceiling (zlib's).
@@ -53,12 +55,7 @@ class UnsupportedEncoding(RefusedBody):
 
 def refused_body(exc: BaseException) -> RefusedBody | None:
     """The RefusedBody `exc` is or wraps (an SDK wraps what its send raised), or None."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, RefusedBody):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None
+    return next((e for e in exception_chain(exc) if isinstance(e, RefusedBody)), None)
 
 
 def _codings(header: str) -> list[str]:

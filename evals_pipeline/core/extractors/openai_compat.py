@@ -16,7 +16,7 @@ import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
-from ..errors import MalformedReply, TransportError
+from ..errors import MalformedReply, TransportError, exception_chain
 from ..models import Attempt, ChatRequest
 from .base import LoopBound, Reply, counted_reply
 from .capped import MAX_BODY_BYTES, CappedTransport, RefusedBody
@@ -34,23 +34,19 @@ def _never_sent(exc: BaseException) -> bool:
     """Whether `exc` is, or was raised from, aiohttp's error for a request it could not write:
     the connection was closed under it (no response can follow; the server acted on nothing).
     httpx-aiohttp hands it over as the cause of an httpx error (a ConnectTimeout)."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, aiohttp.ClientOSError) and "Can not write request body" in str(seen):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    return any(
+        isinstance(e, aiohttp.ClientOSError) and "Can not write request body" in str(e)
+        for e in exception_chain(exc)
+    )
 
 
 def _never_connected(exc: BaseException) -> bool:
     """Whether `exc` comes from a connection that was never made (refused, no such host or
-    socket, a TLS handshake or connect timeout): no server saw the request."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, aiohttp.ClientConnectorError | aiohttp.ConnectionTimeoutError):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    socket, a failed TLS handshake, a proxy that cannot be reached): no server saw the request.
+    Read from aiohttp's error in the chain, not httpx's class: httpx-aiohttp calls a reset a
+    ConnectTimeout too. A connect that hangs is counted: the attempt's own timeout (the same
+    length) ends it first, and cannot tell a connect from a reply that never came."""
+    return any(isinstance(e, aiohttp.ClientConnectorError) for e in exception_chain(exc))
 
 
 def _transport_failure(

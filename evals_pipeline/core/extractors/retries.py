@@ -41,8 +41,8 @@ class Tries:
 
 class Retryable(Exception):
     """Raised by one attempt that may be tried again; `error` is what the caller sees if not.
-    `sent=False`: no connection was made (refused, no such host, a connect timeout), so no
-    server saw the request and it is not counted as one."""
+    `sent=False`: no connection was made (refused, no such host or socket), so no server saw
+    the request and it is not counted as one."""
 
     def __init__(
         self, error: EvalsError, retry_after: float | None = None, *, sent: bool = True

@@ -522,3 +522,30 @@ def test_a_run_that_cannot_be_written_leaves_no_file(
     blocked.write_text("a file where the output folder goes")
     with pytest.raises(OutputPathError, match="cannot write here"):
         write_run(report, blocked / "cases")
+
+
+def test_a_rows_provider_and_model_are_one_answers_pair() -> None:
+    """The most answers' (provider, model) pair, never the most common provider beside another
+    answer's model; the extractor's own when no chunk was answered."""
+    from evals_pipeline.core.bench.runner import row_source
+    from evals_pipeline.core.models import CallStats, Episode, ExtractionOutcome
+    from evals_pipeline.core.runner import ChunkRun
+
+    episode = Episode(name="e", body="b")
+
+    def answered(provider: str, model: str) -> ChunkRun:
+        outcome = ExtractionOutcome(
+            result=ExtractionResult(),
+            stats=CallStats(),
+            transcript=(),
+            provider=provider,
+            model=model,
+        )
+        return ChunkRun(episode=episode, outcome=outcome)
+
+    runs = [answered("anthropic", "claude-x")] * 3 + [answered("oai-http", "local-a")] * 2
+    runs += [answered("oai-http", "local-b")] * 2
+    extractor = OracleExtractor({})
+    assert row_source(extractor, runs) == {"provider": "anthropic", "model": "claude-x"}
+    failed = [ChunkRun(episode=episode, outcome=None, error="boom")]
+    assert row_source(extractor, failed) == {"provider": "oracle", "model": "oracle"}

@@ -482,12 +482,16 @@ def test_a_connection_that_keeps_failing_is_one_typed_failure(
     server: LoopbackLLMServer, broken: Reply
 ) -> None:
     server.enqueue(broken, broken, broken)
-    failure = _failure(_extractor(server, max_retries=2, backoff_s=0.01)).failure
+    error = _failure(_extractor(server, max_retries=2, backoff_s=0.01))
+    failure = error.failure
     assert isinstance(failure, FailureRecord)
     assert failure.classification == "http_error" and failure.call_type == "entities"
     assert failure.raw_body.startswith("anthropic connection failed")
     assert TEST_API_KEY not in failure.raw_body
     assert len(server.requests) == 3  # max_retries + 1, then no more
+    # Each was seen, so each counts: a reset is not a connection never made (which the SDK's
+    # aiohttp client would call a ConnectError too; this pins the transport new_client builds).
+    assert isinstance(error.stats, CallStats) and error.stats.requests == 3
 
 
 def test_a_refused_connection_is_retried_and_counts_no_request() -> None:

@@ -493,10 +493,12 @@ def test_broken_connection_is_retried_then_succeeds(server: LoopbackLLMServer, f
 
 def test_persistent_reset_is_http_error(server: LoopbackLLMServer) -> None:
     server.enqueue(*[Reply(reset=True)] * 3)
-    failure = _failure(_extractor(server, max_retries=1)).failure
+    error = _failure(_extractor(server, max_retries=1))
+    failure = error.failure
     assert isinstance(failure, FailureRecord)
     assert failure.classification == "http_error"
     assert len(server.requests) == 2
+    assert isinstance(error.stats, CallStats) and error.stats.requests == 2  # each was seen
     # A reset is a connection failure, not a timeout (httpx-aiohttp calls both ConnectTimeout).
     assert re.match(r"oai-(http|uds) transport error: ", failure.raw_body)
     assert "Timeout" not in failure.raw_body
@@ -529,6 +531,30 @@ def test_refused_connection_is_retried_and_counts_no_request() -> None:
     assert failure.classification == "http_error"
     assert failure.raw_body.startswith("oai-http transport error: ClientConnectorError")
     assert isinstance(error.stats, CallStats) and error.stats.requests == 0
+
+
+def test_a_refused_connection_is_tried_again_until_the_server_is_up() -> None:
+    """The retry is real: a server that starts listening between two tries answers the call,
+    and the requests counted are the ones it saw."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = LoopbackLLMServer("openai", responder=openai_responder, port=port)
+    transport = OpenAICompatTransport(
+        url=f"http://127.0.0.1:{port}/v1/chat/completions",
+        max_retries=2,
+        timeout_s=2.0,
+        backoff_s=1.0,  # the first retry waits 0.75-1 s: the server is up by then
+        max_backoff_s=1.0,
+    )
+    starter = threading.Timer(0.2, server.start)
+    starter.start()
+    try:
+        outcome = _extract(TransportExtractor(transport))
+    finally:
+        starter.join()
+        server.stop()
+    assert outcome.stats.requests == len(server.requests) == 2  # entities, edges
 
 
 def test_a_missing_unix_socket_counts_no_request(uds_dir: Path) -> None:
