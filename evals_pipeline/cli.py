@@ -199,12 +199,12 @@ def _config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> EvalsC
 
 
 def dry_run(config: EvalsConfig) -> str:
-    """The plan, from the same resolution code a real run uses."""
-    from .core.corpus import load_prose_corpus
+    """The plan, from the same resolution code a real run uses, after the same up-front read
+    of its inputs (`preflight`)."""
     from .core.plan import plan_run
+    from .core.preflight import preflight
 
-    ontology = load_ontology(config.ontology) if config.ontology else None
-    corpus = load_prose_corpus(config.corpus, ontology).scoped(config.limit)
+    ontology, corpus, golds = preflight(config)
     plan = plan_run(
         config,
         list(corpus.episodes()),
@@ -217,15 +217,8 @@ def dry_run(config: EvalsConfig) -> str:
     if not config.bench.corpora:
         return plan.render()
     # The run materialises the bench too: its calls are part of what it would spend.
-    from .core.bench.gold import load_gold
     from .core.bench.plan import bench_plan
 
-    golds = []
-    for name, path in config.bench.corpora.items():
-        try:
-            golds.append(load_gold(name, path, config.bench.split))
-        except EvalsError as exc:
-            raise ConfigError(f"bench.corpora.{name}: {exc}") from exc
     bench = bench_plan(config, golds)
     if "would abort" in bench:  # after the whole prose run: say so where guards are read
         bench += "\nguards: the bench would abort a real run (its 'would abort' lines above)"
@@ -259,6 +252,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(dry_run(config))
             return 0
         config.check_writable(source or "command line").check_keys(source or "command line")
+        from .core.preflight import preflight
+
+        preflight(config)  # a bad input is this error, not a failed step after paid calls
         if args.output is not None and (why := not_writable(args.output)) is not None:
             raise ConfigError(f"--output {args.output}: {why}")  # before the run, not after
         from .materialize import materialize_all, stop_on_sigterm

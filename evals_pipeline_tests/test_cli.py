@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
 from evals_pipeline.cli import main
-from evals_pipeline_tests.pipeline_fixtures import CASES, CORPUS, ONTOLOGY, RULES
+from evals_pipeline_tests.conftest import TEST_API_KEY
+from evals_pipeline_tests.pipeline_fixtures import CASES, CORPUS, ONTOLOGY, REPO, RULES
 
 
 def write_config(tmp_path: Path, modes: list[str]) -> Path:
@@ -476,3 +479,135 @@ def test_config_with_backend_flags_is_a_usage_error(
     assert "--config with --backend: a run built with --backend reads no project file" in (
         capsys.readouterr().err
     )
+
+
+def _project_copy(tmp_path: Path) -> Path:
+    """A project file over copies of the shipped inputs (prose corpus, ontology, golden set,
+    bench cases), two chunks in strict mode, that each test below breaks in one place."""
+    inputs = tmp_path / "in"
+    shutil.copytree(REPO / "corpus" / "golden", inputs / "golden")
+    shutil.copytree(CASES, inputs / "cases")
+    shutil.copytree(REPO / "ontologies" / "bench", tmp_path / "ontologies" / "bench")  # its schemas
+    shutil.copyfile(CORPUS, inputs / "chunks.jsonl")
+    shutil.copyfile(ONTOLOGY, inputs / "onto.yaml")
+    config = tmp_path / "evals.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "backends": {"oracle": "oracle", "rules": f"cassette:path={RULES}"},
+                "reference": "oracle",
+                "corpus": str(inputs / "chunks.jsonl"),
+                "ontology": str(inputs / "onto.yaml"),
+                "scope": 2,
+                "modes": ["strict"],
+                "output_dir": str(tmp_path / "reports"),
+                "cache_dir": str(tmp_path / "cache"),
+                "golden_dir": str(inputs / "golden"),
+                "judge": {"cache": str(tmp_path / "judge_cache.jsonl")},
+                "bench": {
+                    "backends": {"oracle": "oracle"},
+                    "corpora": {"cases": str(inputs / "cases")},
+                },
+            }
+        )
+    )
+    return config
+
+
+def _first_line_without_expected(path: Path) -> None:
+    lines = path.read_text().splitlines()
+    first = json.loads(lines[0]) | {"expected": None}
+    path.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+
+
+def _bad_source_type(path: Path) -> None:
+    lines = path.read_text().splitlines()
+    first = json.loads(lines[0]) | {"source_type": "bogus"}
+    path.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+
+
+@pytest.mark.parametrize(
+    ("where", "breaks", "named"),
+    [  # each had failed a step (exit 1) after the steps before it, and their calls
+        ("chunks.jsonl", _bad_source_type, "chunks.jsonl:1 [source_type]"),
+        ("onto.yaml", lambda p: p.write_text(p.read_text()[:40]), "onto.yaml"),
+        ("chunks.jsonl", _first_line_without_expected, "chunks.jsonl [expected]: 1 chunk(s)"),
+        (
+            "golden/claims-003.json",
+            lambda p: p.write_text(p.read_text().replace("{", '{"task": "x",', 1)),
+            "claims-003.json: key 'task' is given twice",
+        ),
+        ("golden/baseline.json", lambda p: p.write_text('{"schema": 1,'), "baseline.json:1"),
+        (
+            "cases/context/clinics/episodes.jsonl",
+            lambda p: p.write_text(
+                p.read_text() + '{"source_id": "x", "body": "a", "body": "b"}\n'
+            ),
+            "key 'body' is given twice",
+        ),
+    ],
+)
+def test_a_bad_input_is_refused_before_any_run(
+    where: str,
+    breaks: Callable[[Path], None],
+    named: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The dry run and the real run read the inputs alike, up front: one error naming the file
+    (exit 2) from each, and nothing run or written."""
+    from evals_pipeline.materialize import main as materialize_main
+
+    config = _project_copy(tmp_path)
+    breaks(tmp_path / "in" / where)
+    for argv, run in (
+        (["--config", str(config), "--dry-run"], main),
+        (["--config", str(config)], main),
+        (["--config", str(config)], materialize_main),
+    ):
+        assert run(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert named in err and "Traceback" not in err and "FAILED STEP" not in err, err
+    assert not (tmp_path / "reports").exists() and not (tmp_path / "cache").exists()
+
+
+def test_the_project_copy_runs_when_nothing_is_broken(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """So each refusal above is the broken input's, not the fixture's."""
+    config = _project_copy(tmp_path)
+    assert main(["--config", str(config), "--dry-run"]) == 0
+    assert main(["--config", str(config)]) == 0
+
+
+@pytest.mark.parametrize("field", ["output_dir", "cache_dir"])
+def test_an_output_folder_that_is_a_file_is_refused_before_any_run(
+    field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Had failed the report step (output_dir) or the golden set's (cache_dir) after the
+    run's calls: `Not a directory`."""
+    config = _project_copy(tmp_path)
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    data = yaml.safe_load(config.read_text()) | {field: str(afile)}
+    config.write_text(yaml.safe_dump(data))
+    assert main(["--config", str(config), "--dry-run"]) == 2
+    assert f"[{field}]: {afile}: is a file, not a folder" in capsys.readouterr().err
+
+
+def test_a_corrupt_judge_cache_or_a_bad_base_url_is_refused_when_judging(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a key set the judge reads its cache after every extraction, and the base URL at
+    the plan step: both had failed a step (exit 1) after the extraction calls."""
+    config = _project_copy(tmp_path)
+    (tmp_path / "judge_cache.jsonl").write_text('{"key": 5}\n{"a": 1}\n')
+    monkeypatch.setenv("ANTHROPIC_API_KEY", TEST_API_KEY)
+    monkeypatch.setenv("EVALS_ANTHROPIC_BASE_URL", "http://127.0.0.1:9")  # never reached
+    assert main(["--config", str(config)]) == 2
+    assert f"{tmp_path / 'judge_cache.jsonl'}" in capsys.readouterr().err
+    (tmp_path / "judge_cache.jsonl").unlink()
+    monkeypatch.setenv("EVALS_ANTHROPIC_BASE_URL", "ftp://127.0.0.1:1/")
+    assert main(["--config", str(config)]) == 2
+    assert "EVALS_ANTHROPIC_BASE_URL 'ftp://127.0.0.1:1/'" in capsys.readouterr().err
+    assert not (tmp_path / "reports").exists()

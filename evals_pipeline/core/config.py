@@ -227,6 +227,11 @@ class EvalsConfig(BaseModel):
         for field, path in written:
             if path is not None and (why := cannot_be_made(path)) is not None:
                 raise InputFileError(source, f"{path}: {why}", field=field)
+        folders = [("output_dir", self.output_dir), ("cache_dir", self.cache_dir)]
+        folders += [("bench.output_dir", self.bench.output_dir)]
+        for field, path in folders:  # a file there had failed a step after the run's calls
+            if path.exists() and not path.is_dir():
+                raise InputFileError(source, f"{path}: is a file, not a folder", field=field)
         # No two writers share a file: each would read the other's records as its own. On
         # resolved paths, so a relative, an absolute and a symlinked name of one file are one.
         # (Two of the prose run's recorders are the plan's recording_targets guard instead,

@@ -1,0 +1,81 @@
+"""Every input a real run reads, read once before it starts.
+
+A run's steps read their inputs when they reach them: the claim gate's golden set first, the
+corpus and ontology at each mode's first step, the oracle's labels at its extraction, the gold
+corpora after the whole prose run, the judge cache after every extraction. A bad one then
+failed a step (exit 1) after the calls before it had been made and paid for. `preflight` reads
+each the way its step does, so the same problem is one error naming the file, line or field
+(exit 2) before any run, and `--dry-run` reports what the real run would refuse.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from .config import EvalsConfig
+from .corpus import ProseCorpus, load_prose_corpus
+from .errors import ConfigError, EvalsError, InputFileError
+from .extractors.anthropic import API_KEY_ENV, anthropic_base_url
+from .ontology import Ontology, load_ontology
+
+if TYPE_CHECKING:
+    from .bench.gold import GoldCorpus
+
+
+def preflight(
+    config: EvalsConfig, environ: Mapping[str, str] | None = None
+) -> tuple[Ontology | None, ProseCorpus, list[GoldCorpus]]:
+    """Read what the run will read; return the ontology, the scoped corpus and the gold corpora
+    (for the plan). Raises the EvalsError its step would have raised, naming where."""
+    env = os.environ if environ is None else environ
+    ontology = load_ontology(config.ontology) if config.ontology else None
+    corpus = load_prose_corpus(config.corpus, ontology).scoped(config.limit)
+    oracles = [name for name, spec in config.specs.items() if spec.kind == "oracle"]
+    unlabelled = [c.episode.name for c in corpus.chunks if c.expected is None]
+    if oracles and unlabelled:
+        shown = ", ".join(repr(n) for n in unlabelled[:3]) + (" …" if len(unlabelled) > 3 else "")
+        raise InputFileError(
+            config.corpus,
+            f"{len(unlabelled)} chunk(s) in scope have no expected graph ({shown}), which the "
+            f"oracle backend {oracles[0]} answers with: label them, or run without the oracle",
+            field="expected",
+        )
+    live_anthropic = any(
+        s.kind == "anthropic" for s in [*config.specs.values(), *config.bench_specs.values()]
+    )
+    if env.get(API_KEY_ENV) or live_anthropic:
+        anthropic_base_url()  # a mistyped EVALS_ANTHROPIC_BASE_URL, named
+    _claims_inputs(config)
+    golds = _gold_inputs(config)
+    if env.get(API_KEY_ENV):  # judging runs: its cache is read before the first verdict
+        from .judge.cache import JudgeCache
+
+        JudgeCache(config.judge.cache)
+    return ontology, corpus, golds
+
+
+def _claims_inputs(config: EvalsConfig) -> None:
+    """The golden set and its baseline, as the claim gate's steps load them (a missing default
+    golden_dir is the INACTIVE gate, not an error; `load_config` checks a named one)."""
+    if not config.claims_gate or not config.golden_dir.is_dir():
+        return
+    from .claims.gate import read_baseline
+    from .claims.golden import load_golden_set
+
+    load_golden_set(config.golden_dir, config.claims_baseline_path)
+    read_baseline(config.claims_baseline_path, required=config.claims_baseline is not None)
+
+
+def _gold_inputs(config: EvalsConfig) -> list[GoldCorpus]:
+    """Each gold corpus the bench scores against, as its `gold_corpus` step loads it."""
+    from .bench.gold import load_gold
+
+    golds = []
+    for name, path in config.bench.corpora.items():
+        try:
+            golds.append(load_gold(name, path, config.bench.split))
+        except EvalsError as exc:
+            raise ConfigError(f"bench.corpora.{name}: {exc}") from exc
+    return golds
