@@ -252,9 +252,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(dry_run(config))
             return 0
         config.check_writable(source or "command line").check_keys(source or "command line")
-        from .core.preflight import preflight
+        from .core.preflight import preflight, refuse_bench_aborts
 
-        preflight(config)  # a bad input is this error, not a failed step after paid calls
+        # A bad input is this error, not a failed step after paid calls.
+        refuse_bench_aborts(config, preflight(config)[2])
         if args.output is not None and (why := not_writable(args.output)) is not None:
             raise ConfigError(f"--output {args.output}: {why}")  # before the run, not after
         from .materialize import materialize_all, stop_on_sigterm

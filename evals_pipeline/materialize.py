@@ -41,7 +41,7 @@ from .assets.spend import FAILED_STEP
 from .core.config import EvalsConfig, default_config_path, load_config
 from .core.errors import EvalsError
 from .core.gc_tuning import fewer_gc_passes
-from .core.preflight import preflight
+from .core.preflight import preflight, refuse_bench_aborts
 from .core.reports.plot import CHART_FILE
 from .graph import build_definitions
 from .instance import default_instance
@@ -298,7 +298,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         source = args.config or default_config_path()
         config = load_config(source).check_inputs(source).check_writable(source).check_keys(source)
-        preflight(config)  # a bad input is this error, not a failed step after paid calls
+        # A bad input is this error, not a failed step after paid calls.
+        refuse_bench_aborts(config, preflight(config)[2])
         outcome = materialize_all(config, quiet=not args.verbose)
     except EvalsError as exc:  # a bad config or input file: one line naming it, no traceback
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)

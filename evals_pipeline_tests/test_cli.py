@@ -611,3 +611,28 @@ def test_a_corrupt_judge_cache_or_a_bad_base_url_is_refused_when_judging(
     assert main(["--config", str(config)]) == 2
     assert "EVALS_ANTHROPIC_BASE_URL 'ftp://127.0.0.1:1/'" in capsys.readouterr().err
     assert not (tmp_path / "reports").exists()
+
+
+def test_what_the_bench_plan_says_would_abort_is_refused_before_the_prose_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The bench runs after the whole prose run: a bench recording target it cannot use (a
+    folder) had failed bench_runs after the prose run's calls. The dry run shows the line."""
+    from evals_pipeline.materialize import main as materialize_main
+
+    config = _project_copy(tmp_path)
+    target = tmp_path / "recdir"
+    target.mkdir()
+    data = yaml.safe_load(config.read_text())
+    live = "oai-http:url=http://127.0.0.1:9/v1/chat/completions,model=m"  # never reached
+    data["bench"]["backends"]["local"] = live
+    data["bench"]["record_cassette"] = {"local": str(target)}
+    config.write_text(yaml.safe_dump(data))
+    assert main(["--config", str(config), "--dry-run"]) == 0
+    assert "guards: the bench would abort a real run" in capsys.readouterr().out
+    for run in (main, materialize_main):
+        assert run(["--config", str(config)]) == 2
+        err = capsys.readouterr().err
+        assert "the bench would abort: local: live oai-http:" in err
+        assert str(target) in err and "FAILED STEP" not in err
+    assert not (tmp_path / "reports").exists() and not (tmp_path / "cache").exists()

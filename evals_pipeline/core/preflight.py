@@ -79,3 +79,16 @@ def _gold_inputs(config: EvalsConfig) -> list[GoldCorpus]:
         except EvalsError as exc:
             raise ConfigError(f"bench.corpora.{name}: {exc}") from exc
     return golds
+
+
+def refuse_bench_aborts(config: EvalsConfig, golds: list[GoldCorpus]) -> None:
+    """What the bench plan says would abort (a recording target or cassette its step cannot
+    use) is an error before the run: the bench runs after the whole prose run, whose calls
+    would otherwise be made first. `--dry-run` prints the same lines and exits 0."""
+    if not config.bench.corpora:
+        return
+    from .bench.plan import ABORT, bench_plan
+
+    aborts = [line.strip() for line in bench_plan(config, golds).splitlines() if ABORT in line]
+    if aborts:
+        raise ConfigError("the bench would abort: " + "; ".join(aborts))

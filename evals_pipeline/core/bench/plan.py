@@ -21,6 +21,9 @@ from ..plan import key_not_sent_notes
 from .gold import GoldCorpus
 from .runner import BENCH_BUDGETS
 
+# How a line says the bench's real run would fail there (`preflight` refuses such a run).
+ABORT = "would abort: "
+
 
 def bench_plan(config: EvalsConfig, golds: Sequence[GoldCorpus]) -> str:
     """What a bench run would do: gold corpora, each backend's source, planned calls."""
@@ -56,7 +59,7 @@ def bench_plan(config: EvalsConfig, golds: Sequence[GoldCorpus]) -> str:
             elif spec.kind == "oracle":  # local: no call, nothing cached
                 lines.append(f"  {name}: {source}; {calls} extractions replayed, no calls")
             elif spec.kind == "anthropic" and not os.environ.get(API_KEY_ENV):
-                lines.append(f"  {name}: {source}; would abort: {API_KEY_ENV} is not set")
+                lines.append(f"  {name}: {source}; {ABORT}{API_KEY_ENV} is not set")
             elif record is not None:
                 lines.append(f"  {name}: {source}; " + _recording_plan(spec, record, asked))
             else:
@@ -81,7 +84,7 @@ def _recording_plan(spec: BackendSpec, target: Path, asked: Counter[str]) -> str
             target, consume=False, missing_ok=True, locked=True, skip_torn_tail=True
         )
     except CassetteError as exc:
-        return f"would abort: {exc}"
+        return f"{ABORT}{exc}"
     held = _answered(recorded, asked)
     return f"{asked.total() - held} extraction calls planned, {held} already recorded"
 
@@ -98,7 +101,7 @@ def _cached_plan(config: EvalsConfig, name: str, gold: GoldCorpus, asked: Counte
     try:
         cached = load_cassette(path, consume=False, missing_ok=True, skip_torn_tail=True)
     except CassetteError as exc:  # the run loads it the same way, and fails there
-        return f"would abort: {exc}"
+        return f"{ABORT}{exc}"
     held = _answered(cached, asked)
     return f"{asked.total() - held} extraction calls planned, {held} already cached"
 
@@ -109,7 +112,7 @@ def _cassette_coverage(path: Path, asked: Counter[str]) -> str:
     try:
         cassette = load_cassette(path, consume=False)
     except CassetteError as exc:
-        return f"would abort: {exc}"
+        return f"{ABORT}{exc}"
     covered = _answered(cassette, asked)
     calls = asked.total()
     note = f"{len(cassette)} records, covers {covered} of {calls} extractions"
