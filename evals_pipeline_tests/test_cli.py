@@ -626,7 +626,9 @@ def test_what_the_bench_plan_says_would_abort_is_refused_before_the_prose_run(
     data = yaml.safe_load(config.read_text())
     live = "oai-http:url=http://127.0.0.1:9/v1/chat/completions,model=m"  # never reached
     data["bench"]["backends"]["local"] = live
-    data["bench"]["record_cassette"] = {"local": str(target)}
+    # The oracle's target too: the plan had not checked a local backend's recording target.
+    data["bench"]["record_cassette"] = {"local": str(target), "oracle": str(target / "x")}
+    (target / "x").mkdir()
     config.write_text(yaml.safe_dump(data))
     assert main(["--config", str(config), "--dry-run"]) == 0
     assert "guards: the bench would abort a real run" in capsys.readouterr().out
@@ -634,5 +636,6 @@ def test_what_the_bench_plan_says_would_abort_is_refused_before_the_prose_run(
         assert run(["--config", str(config)]) == 2
         err = capsys.readouterr().err
         assert "the bench would abort: local: live oai-http:" in err
+        assert f"not a model), recording to {target / 'x'}; would abort: " in err
         assert str(target) in err and "FAILED STEP" not in err
     assert not (tmp_path / "reports").exists() and not (tmp_path / "cache").exists()

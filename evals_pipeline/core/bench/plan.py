@@ -52,7 +52,10 @@ def bench_plan(config: EvalsConfig, golds: Sequence[GoldCorpus]) -> str:
             record = config.bench.record_cassette.get(name)
             if record is not None:
                 source += f", recording to {record}"
-            if spec.kind == "cassette" and spec.cassette_path is not None:
+            refusal = _record_refusal(spec, record) if spec.kind in ("oracle", "cassette") else None
+            if refusal is not None:  # a local backend is recorded too, into a target it checks
+                lines.append(f"  {name}: {source}; {refusal}")
+            elif spec.kind == "cassette" and spec.cassette_path is not None:
                 lines.append(
                     f"  {name}: {source}; " + _cassette_coverage(spec.cassette_path, asked)
                 )
@@ -73,6 +76,18 @@ def _answered(cassette: Cassette, asked: Counter[str]) -> int:
     """How many of `asked` (key -> times) `cassette` answers: a recast asks one key twice and
     is served FIFO, so it needs two recorded answers."""
     return sum(min(times, cassette.answers(key)) for key, times in asked.items())
+
+
+def _record_refusal(spec: BackendSpec, target: Path | None) -> str | None:
+    """Why the run would refuse to record `spec` into `target` (as it checks before its first
+    call), or None: also asked of the oracle and a replay, which the run records too."""
+    if target is None:
+        return None
+    try:
+        check_record_target(target, model=spec.recorded_model, budgets=BENCH_BUDGETS)
+    except CassetteError as exc:
+        return f"{ABORT}{exc}"
+    return None
 
 
 def _recording_plan(spec: BackendSpec, target: Path, asked: Counter[str]) -> str:
