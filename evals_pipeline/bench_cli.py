@@ -24,7 +24,7 @@ from .core.bench.gold import load_gold
 from .core.bench.plan import bench_plan
 from .core.config import BenchConfig, EvalsConfig
 from .core.errors import EvalsError
-from .core.extractors.anthropic import anthropic_base_url
+from .core.extractors.anthropic import check_base_url_in_use
 from .core.extractors.specs import parse_named_backend
 from .core.models import ONTOLOGY_MODES
 from .core.prices import load_prices
@@ -101,8 +101,7 @@ def main(argv: Sequence[str]) -> int:
         ]
         if config.prices is not None:  # so is a bad prices file, before any paid call
             load_prices(config.prices)
-        if any(s.kind == "anthropic" for s in config.bench_specs.values()):
-            anthropic_base_url()  # a mistyped EVALS_ANTHROPIC_BASE_URL, as the main plan does
+        check_base_url_in_use(config.bench_specs.values(), judging=False)  # as the plan does
         if args.dry_run:
             print(bench_plan(config, golds))
             return 0

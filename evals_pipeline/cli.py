@@ -217,10 +217,10 @@ def dry_run(config: EvalsConfig) -> str:
     if not config.bench.corpora:
         return plan.render()
     # The run materialises the bench too: its calls are part of what it would spend.
-    from .core.bench.plan import bench_plan
+    from .core.bench.plan import ABORT, bench_plan
 
     bench = bench_plan(config, golds)
-    if "would abort" in bench:  # after the whole prose run: say so where guards are read
+    if ABORT in bench:  # after the whole prose run: say so where guards are read
         bench += "\nguards: the bench would abort a real run (its 'would abort' lines above)"
     return plan.render() + "\n\n" + bench
 
@@ -252,10 +252,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(dry_run(config))
             return 0
         config.check_writable(source or "command line").check_keys(source or "command line")
-        from .core.preflight import preflight, refuse_bench_aborts
+        from .core.preflight import preflight_run
 
         # A bad input is this error, not a failed step after paid calls.
-        refuse_bench_aborts(config, preflight(config)[2])
+        preflight_run(config)
         if args.output is not None and (why := not_writable(args.output)) is not None:
             raise ConfigError(f"--output {args.output}: {why}")  # before the run, not after
         from .materialize import materialize_all, stop_on_sigterm

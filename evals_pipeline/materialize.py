@@ -41,7 +41,7 @@ from .assets.spend import FAILED_STEP
 from .core.config import EvalsConfig, default_config_path, load_config
 from .core.errors import EvalsError
 from .core.gc_tuning import fewer_gc_passes
-from .core.preflight import preflight, refuse_bench_aborts
+from .core.preflight import preflight_run
 from .core.reports.plot import CHART_FILE
 from .graph import build_definitions
 from .instance import default_instance
@@ -299,7 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         source = args.config or default_config_path()
         config = load_config(source).check_inputs(source).check_writable(source).check_keys(source)
         # A bad input is this error, not a failed step after paid calls.
-        refuse_bench_aborts(config, preflight(config)[2])
+        preflight_run(config)
         outcome = materialize_all(config, quiet=not args.verbose)
     except EvalsError as exc:  # a bad config or input file: one line naming it, no traceback
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)

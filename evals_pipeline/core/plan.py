@@ -27,7 +27,7 @@ from .cassettes.store import (
 from .config import EvalsConfig
 from .digests import file_sha256
 from .errors import CassetteCorrupt, CassetteDuplicateKey, CassetteError, ConfigError
-from .extractors.anthropic import API_KEY_ENV, BASE_URL_ENV, anthropic_base_url
+from .extractors.anthropic import API_KEY_ENV, BASE_URL_ENV, check_base_url_in_use
 from .extractors.credentials import userinfo_replaces_key
 from .extractors.openai_compat import API_KEY_ENV as OAI_KEY_ENV
 from .extractors.specs import BackendSpec
@@ -339,8 +339,8 @@ def plan_run(
     if config.prices is not None:  # a bad prices file fails here, before any paid call
         load_prices(config.prices)
     env = os.environ if environ is None else environ
-    if env.get(API_KEY_ENV) or any(s.kind == "anthropic" for s in config.specs.values()):
-        anthropic_base_url()  # so does a mistyped EVALS_ANTHROPIC_BASE_URL (the process's)
+    # So does a mistyped EVALS_ANTHROPIC_BASE_URL (the process's).
+    check_base_url_in_use(config.specs.values(), judging=bool(env.get(API_KEY_ENV)))
     guards: list[Guard] = []
     notes: list[str] = []
     _identity_guards(config, guards)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from .config import EvalsConfig
 from .corpus import ProseCorpus, load_prose_corpus
 from .errors import ConfigError, EvalsError, InputFileError
-from .extractors.anthropic import API_KEY_ENV, anthropic_base_url
+from .extractors.anthropic import API_KEY_ENV, check_base_url_in_use
 from .ontology import Ontology, load_ontology
 
 if TYPE_CHECKING:
@@ -42,11 +42,8 @@ def preflight(
             f"oracle backend {oracles[0]} answers with: label them, or run without the oracle",
             field="expected",
         )
-    live_anthropic = any(
-        s.kind == "anthropic" for s in [*config.specs.values(), *config.bench_specs.values()]
-    )
-    if env.get(API_KEY_ENV) or live_anthropic:
-        anthropic_base_url()  # a mistyped EVALS_ANTHROPIC_BASE_URL, named
+    specs = [*config.specs.values(), *config.bench_specs.values()]
+    check_base_url_in_use(specs, judging=bool(env.get(API_KEY_ENV)))
     _claims_inputs(config)
     golds = _gold_inputs(config)
     if env.get(API_KEY_ENV):  # judging runs: its cache is read before the first verdict
@@ -79,6 +76,12 @@ def _gold_inputs(config: EvalsConfig) -> list[GoldCorpus]:
         except EvalsError as exc:
             raise ConfigError(f"bench.corpora.{name}: {exc}") from exc
     return golds
+
+
+def preflight_run(config: EvalsConfig) -> None:
+    """What a real run (the main job, `evals-pipeline`) reads and refuses before it starts:
+    `preflight`'s inputs, then what the bench plan says would abort."""
+    refuse_bench_aborts(config, preflight(config)[2])
 
 
 def refuse_bench_aborts(config: EvalsConfig, golds: list[GoldCorpus]) -> None:

@@ -93,8 +93,9 @@ def _record_refusal(spec: BackendSpec, target: Path | None) -> str | None:
 def _recording_plan(spec: BackendSpec, target: Path, asked: Counter[str]) -> str:
     """The calls a recorded live backend makes: those its cassette does not already answer
     (it is served what it holds), or why the run would refuse the cassette."""
+    if (refusal := _record_refusal(spec, target)) is not None:
+        return refusal
     try:
-        check_record_target(target, model=spec.recorded_model, budgets=BENCH_BUDGETS)
         recorded = load_cassette(
             target, consume=False, missing_ok=True, locked=True, skip_torn_tail=True
         )

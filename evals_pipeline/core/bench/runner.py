@@ -27,6 +27,7 @@ from ..options import DEFAULT_MAX_TOKENS_EDGES, DEFAULT_MAX_TOKENS_ENTITIES, Ext
 from ..prices import cost_usd
 from ..reports.files import write_text_atomic
 from ..runner import ChunkRun, extract_all, gather_all, run_sync
+from ..statistics import most_frequent
 from .corpus import BenchCase, BenchCorpus, BenchEpisode
 from .metrics import episode_counts, first_reply, pooled_rates, recast_counts
 from .slice import slice_schema
@@ -196,11 +197,7 @@ def row_source(extractor: Extractor, runs: Sequence[ChunkRun]) -> dict[str, str]
     the recorded calls cost); the extractor's own where no answer names one."""
     pairs = Counter((r.outcome.provider, r.outcome.model) for r in runs if r.outcome is not None)
     # One answer's pair, never one answer's provider with another's model.
-    provider, model = (
-        min(pairs.items(), key=lambda item: (-item[1], item[0]))[0]
-        if pairs
-        else (extractor.provider, extractor.model)
-    )
+    provider, model = most_frequent(pairs) or (extractor.provider, extractor.model)
     return {"provider": provider, "model": model}
 
 

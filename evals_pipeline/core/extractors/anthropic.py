@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, MalformedReply, TransportError, exception_chain
@@ -21,7 +22,7 @@ from .capped import MAX_BODY_BYTES, refused_body, sdk_capped_transport
 from .credentials import credential_secrets, environment_proxy, environment_proxy_url
 from .redaction import redact_client_logs, redacted, without_userinfo
 from .retries import Retryable, Tries, retry_after_seconds, retryable_status, with_retries
-from .specs import DEFAULT_MODELS, url_problem
+from .specs import DEFAULT_MODELS, BackendSpec, url_problem
 
 if TYPE_CHECKING:
     import anthropic
@@ -43,6 +44,14 @@ def anthropic_base_url(base_url: str | None = None) -> str | None:
         where = "base_url" if base_url else BASE_URL_ENV
         raise ConfigError(f"{where} {without_userinfo(url)!r} {problem}")
     return url
+
+
+def check_base_url_in_use(specs: Iterable[BackendSpec], *, judging: bool) -> None:
+    """`anthropic_base_url()` where something will send to it (an anthropic backend among
+    `specs`, or the judge): a mistyped EVALS_ANTHROPIC_BASE_URL is then an error before any
+    step, while a run that never calls Anthropic ignores the variable."""
+    if judging or any(spec.kind == "anthropic" for spec in specs):
+        anthropic_base_url()
 
 
 def sdk_base_url(base_url: str | None) -> str:

@@ -21,7 +21,7 @@ from ..models import ONTOLOGY_MODES
 from ..ontology import Ontology
 from ..prices import cost_usd
 from ..scoring.strict import AXES
-from ..statistics import percentiles
+from ..statistics import most_frequent, percentiles
 from ..tables import table_graph_json
 
 PARSE_STATUSES: tuple[str, ...] = ("clean", "recovered", "malformed")
@@ -61,11 +61,7 @@ def _int_sum(table: pd.DataFrame, column: str) -> int:
 
 
 def _most_common(values: pd.Series) -> str | None:
-    counts = Counter(str(v) for v in values if v is not None and not pd.isna(v))
-    if not counts:
-        return None
-    # Most frequent first; ties broken by name so the report is deterministic.
-    return min(counts.items(), key=lambda item: (-item[1], item[0]))[0]
+    return most_frequent(Counter(str(v) for v in values if v is not None and not pd.isna(v)))
 
 
 def _vocabulary_compliance(ok_rows: pd.DataFrame, ontology: Ontology) -> dict[str, Any]:
