@@ -27,6 +27,7 @@ from .core.errors import EvalsError
 from .core.extractors.anthropic import check_base_url_in_use
 from .core.extractors.specs import parse_named_backend
 from .core.models import ONTOLOGY_MODES
+from .core.preflight import refuse_bench_aborts
 from .core.prices import load_prices
 
 ORACLE = "oracle"
@@ -106,6 +107,7 @@ def main(argv: Sequence[str]) -> int:
             print(bench_plan(config, golds))
             return 0
         config.check_writable("command line", bench_only=True).check_keys("command line")
+        refuse_bench_aborts(config, golds)  # what the plan says would abort, before any call
         outcome = MaterializeResult()
         ok = materialize_bench(
             config,

@@ -23,6 +23,7 @@ from dagster import ConfigurableResource, EnvVar
 from pydantic import Field
 
 from .core.bench.gold import GoldCorpus, gold_inputs, load_gold
+from .core.bench.plan import REPLAY_NOT_RECORDED
 from .core.bench.runner import BENCH_BUDGETS
 from .core.cassettes.cache import CachingExtractor, extraction_cache_path
 from .core.cassettes.record import RecordingExtractor, check_record_target
@@ -255,6 +256,8 @@ class EvalsResource(ConfigurableResource):
         )
         record_to = config.bench.record_cassette.get(backend)
         if record_to is not None:
+            if spec.kind == "cassette":  # the bench plan says so too, and preflight refuses it
+                raise ConfigError(f"bench.record_cassette.{backend}: {REPLAY_NOT_RECORDED}")
             # Recast cases record one key twice on purpose: no unique check here.
             check_record_target(record_to, model=spec.recorded_model, budgets=BENCH_BUDGETS)
             inner = RecordingExtractor(inner, record_to)

@@ -244,14 +244,80 @@ def test_bench_dry_run_counts_the_second_answer_a_recast_needs(
     )
 
 
-def test_a_failed_step_is_named_with_its_error_in_one_line(
+def test_a_missing_cassette_is_refused_before_the_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The plan says the run would abort on it: the run refuses it (exit 2), naming the file."""
     gone = tmp_path / "gone.jsonl"
     argv = ["bench", "--split", "test", "--out", str(tmp_path / "out")]
     argv += ["--backend", f"gone=cassette:path={gone}", "--cache-dir", str(tmp_path / "cache")]
-    assert cli_main(argv) == 1
+    assert cli_main(argv) == 2
+    err = capsys.readouterr().err
+    assert "the bench would abort: " in err and f"cassette {gone}: file not found" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_step_is_named_with_its_error_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A step that fails (here a cassette gone after the CLI's checks, as a program built on
+    `materialize_bench` can meet) is one line naming the step and the error, no trace."""
+    from dagster import DagsterInstance
+
+    from evals_pipeline.bench_cli import _parser, bench_config
+    from evals_pipeline.graph import build_definitions
+    from evals_pipeline.materialize import materialize_bench
+    from evals_pipeline.run_summary import MaterializeResult, print_problems
+
+    gone = tmp_path / "gone.jsonl"
+    argv = ["bench", "--split", "test", "--out", str(tmp_path / "out")]
+    argv += ["--backend", f"gone=cassette:path={gone}", "--cache-dir", str(tmp_path / "cache")]
+    parser = _parser()
+    config = bench_config(parser.parse_args(argv[1:]), parser)
+    outcome = MaterializeResult()
+    with DagsterInstance.ephemeral() as instance:
+        ok = materialize_bench(config, build_definitions(config), instance, outcome, quiet=True)
+    assert not ok
+    print_problems(outcome, verbose=False)
     err = capsys.readouterr().err
     assert "FAILED STEP bench_runs[gone|cases]: " in err
     assert f"CassetteNotAFile: cassette {gone}: file not found" in err
     assert "Stack Trace" not in err and "Traceback" not in err
+
+
+def test_recording_a_bench_replay_is_refused_up_front(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The prose run's no_record_on_replay guard, for the bench: recording a replay only copies
+    its cassette. It had recorded one; now the plan says it would abort and the run exits 2."""
+    target = tmp_path / "copy.jsonl"
+    argv = ["bench", "--split", "test", "--out", str(tmp_path / "out")]
+    argv += ["--backend", f"rules=cassette:path={BENCH_RULES}", "--cache-dir", str(tmp_path / "c")]
+    argv += ["--record-cassette", f"rules={target}"]
+    assert cli_main([*argv, "--dry-run"]) == 0
+    assert f"recording to {target}; would abort: it replays a cassette" in capsys.readouterr().out
+    assert cli_main(argv) == 2
+    assert "recording a replay is meaningless" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_bench_resource_refuses_to_record_a_replay(tmp_path: Path) -> None:
+    """A program built on the resources (or the Dagster UI, which skips the CLI's preflight)
+    gets the same error from the step, naming the field."""
+    from evals_pipeline.core.bench.gold import load_gold
+    from evals_pipeline.core.config import BenchConfig, EvalsConfig
+    from evals_pipeline.core.errors import ConfigError
+    from evals_pipeline.resources import EvalsResource
+
+    config = EvalsConfig(
+        backends={"oracle": "oracle"},
+        reference="oracle",
+        bench=BenchConfig(
+            backends={"rules": f"cassette:path={BENCH_RULES}"},
+            record_cassette={"rules": tmp_path / "copy.jsonl"},
+        )
+    )
+    resource = EvalsResource.from_config(config)
+    with pytest.raises(ConfigError, match=r"bench\.record_cassette\.rules: it replays"):
+        resource.bench_extractor("rules", load_gold("cases", CASES, "test"))
+    assert list(tmp_path.iterdir()) == []

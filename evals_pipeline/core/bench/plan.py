@@ -23,6 +23,10 @@ from .runner import BENCH_BUDGETS
 
 # How a line says the bench's real run would fail there (`preflight` refuses such a run).
 ABORT = "would abort: "
+# A replay recorded into a cassette would only copy its own records under a new name.
+REPLAY_NOT_RECORDED = (
+    "it replays a cassette and also has record_cassette: recording a replay is meaningless"
+)
 
 
 def bench_plan(config: EvalsConfig, golds: Sequence[GoldCorpus]) -> str:
@@ -83,6 +87,8 @@ def _record_refusal(spec: BackendSpec, target: Path | None) -> str | None:
     call), or None: also asked of the oracle and a replay, which the run records too."""
     if target is None:
         return None
+    if spec.kind == "cassette":  # the prose plan's no_record_on_replay guard
+        return f"{ABORT}{REPLAY_NOT_RECORDED}"
     try:
         check_record_target(target, model=spec.recorded_model, budgets=BENCH_BUDGETS)
     except CassetteError as exc:
