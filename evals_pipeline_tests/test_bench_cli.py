@@ -315,7 +315,7 @@ def test_the_bench_resource_refuses_to_record_a_replay(tmp_path: Path) -> None:
         bench=BenchConfig(
             backends={"rules": f"cassette:path={BENCH_RULES}"},
             record_cassette={"rules": tmp_path / "copy.jsonl"},
-        )
+        ),
     )
     resource = EvalsResource.from_config(config)
     with pytest.raises(ConfigError, match=r"bench\.record_cassette\.rules: it replays"):

@@ -613,6 +613,48 @@ def test_a_corrupt_judge_cache_or_a_bad_base_url_is_refused_when_judging(
     assert not (tmp_path / "reports").exists()
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "named"),
+    [  # each had failed the live backend's step, naming neither the variable nor the backend
+        ("EVALS_OAI_API_KEY", "sk-“x”", "EVALS_OAI_API_KEY (read by {who}) has a non"),
+        ("EVALS_OAI_API_KEY", "sk-x\x01", "EVALS_OAI_API_KEY (read by {who}) has a con"),
+        ("HTTP_PROXY", "ftp://u:pw@p:1", "HTTP_PROXY 'ftp://p:1' (the proxy for {who})"),
+        ("http_proxy", "::::", "http_proxy '::::' (the proxy for {who}) does not"),
+    ],
+)
+def test_a_key_or_proxy_variable_a_live_backend_cannot_use_is_refused_before_any_run(
+    variable: str,
+    value: str,
+    named: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from evals_pipeline.materialize import main as materialize_main
+    from evals_pipeline_tests.support.hermetic import clear_proxy_env
+
+    clear_proxy_env(monkeypatch)
+    config = _project_copy(tmp_path)
+    live = "oai-http:url=http://127.0.0.1:9/v1/chat/completions,model=m"
+    data = yaml.safe_load(config.read_text())
+    data["backends"]["local"] = live
+    config.write_text(yaml.safe_dump(data))
+    monkeypatch.setenv(variable, value)
+    for argv, run in (
+        (["--config", str(config), "--dry-run"], main),
+        (["--config", str(config)], main),
+        (["--config", str(config)], materialize_main),
+        (["bench", "--backend", f"local={live}", "--out", str(tmp_path / "b")], main),
+    ):
+        assert run(argv) == 2, argv
+        err = capsys.readouterr().err
+        who = "--backend local" if argv[0] == "bench" else "backends.local"
+        assert named.format(who=who) in err, err
+        assert "pw" not in err and "Traceback" not in err and "FAILED STEP" not in err
+    assert not (tmp_path / "reports").exists() and not (tmp_path / "cache").exists()
+    assert not (tmp_path / "b").exists()
+
+
 def test_what_the_bench_plan_says_would_abort_is_refused_before_the_prose_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -278,6 +278,13 @@ class EvalsConfig(BaseModel):
                 raise InputFileError(source, f"{path}: {why}", field=field)
         return self
 
+    def backends_in_use(self) -> list[tuple[str, BackendSpec]]:
+        """Each backend a real run calls, by field: the bench's too when it has gold corpora."""
+        fields = [(f"backends.{n}", s) for n, s in self.specs.items()]
+        if self.bench.corpora:
+            fields += [(f"bench.backends.{n}", s) for n, s in self.bench_specs.items()]
+        return fields
+
     def check_keys(
         self, source: Path | str, environ: Mapping[str, str] | None = None
     ) -> EvalsConfig:
@@ -288,10 +295,7 @@ class EvalsConfig(BaseModel):
         env = os.environ if environ is None else environ
         if env.get(ANTHROPIC_KEY_ENV):
             return self
-        fields = [(f"backends.{n}", s) for n, s in self.specs.items()]
-        if self.bench.corpora:
-            fields += [(f"bench.backends.{n}", s) for n, s in self.bench_specs.items()]
-        for field, spec in fields:
+        for field, spec in self.backends_in_use():
             if spec.kind == "anthropic":
                 raise ConfigError(
                     f"{source} [{field}]: the anthropic backend needs {ANTHROPIC_KEY_ENV} to be set"

@@ -18,6 +18,7 @@ from .config import EvalsConfig
 from .corpus import ProseCorpus, load_prose_corpus
 from .errors import ConfigError, EvalsError, InputFileError
 from .extractors.anthropic import API_KEY_ENV, check_base_url_in_use
+from .extractors.environment import check_environment
 from .ontology import Ontology, load_ontology
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ def preflight(
         )
     specs = [*config.specs.values(), *config.bench_specs.values()]
     check_base_url_in_use(specs, judging=bool(env.get(API_KEY_ENV)))
+    check_environment(config.backends_in_use(), judging=bool(env.get(API_KEY_ENV)), environ=env)
     _claims_inputs(config)
     golds = _gold_inputs(config)
     if env.get(API_KEY_ENV):  # judging runs: its cache is read before the first verdict

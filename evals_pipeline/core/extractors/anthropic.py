@@ -19,7 +19,13 @@ from ..errors import ConfigError, MalformedReply, TransportError, exception_chai
 from ..models import Attempt, ChatRequest
 from .base import LoopBound, Reply, counted_reply
 from .capped import MAX_BODY_BYTES, refused_body, sdk_capped_transport
-from .credentials import credential_secrets, environment_proxy, environment_proxy_url
+from .credentials import (
+    checked_key,
+    checked_proxy_url,
+    credential_secrets,
+    environment_proxy,
+    environment_proxy_url,
+)
 from .redaction import redact_client_logs, redacted, without_userinfo
 from .retries import Retryable, Tries, retry_after_seconds, retryable_status, with_retries
 from .specs import DEFAULT_MODELS, BackendSpec, url_problem
@@ -60,8 +66,12 @@ def sdk_base_url(base_url: str | None) -> str:
 
 
 def client_secrets(key: str, base_url: str | None) -> tuple[str, ...]:
-    """What no message of a call through `new_client(key, base_url, ...)` may show."""
+    """What no message of a call through `new_client(key, base_url, ...)` may show. Both
+    clients ask it as they are built, so a key or proxy the SDK cannot send with is a
+    ConfigError naming its variable then, not the first call's UnicodeEncodeError."""
     url = sdk_base_url(base_url)
+    checked_key(key, API_KEY_ENV)
+    checked_proxy_url(url, sdk=True)
     return credential_secrets(url, key, environment_proxy(url))
 
 

@@ -11,9 +11,13 @@ have had: `userinfo_replaces_key` says so in the plan.
 from __future__ import annotations
 
 import base64
+import os
 import urllib.request
 
 import httpx
+
+from ..errors import ConfigError
+from .redaction import without_userinfo
 
 
 def environment_proxy_url(url: httpx.URL | str) -> str | None:
@@ -27,10 +31,29 @@ def environment_proxy_url(url: httpx.URL | str) -> str | None:
     return proxy
 
 
-def environment_proxy(url: httpx.URL | str) -> httpx.Proxy | None:
-    """`environment_proxy_url` as httpx's Proxy (its credentials become a header of it)."""
+def checked_proxy_url(url: httpx.URL | str, *, sdk: bool = False, who: str = "") -> str | None:
+    """`environment_proxy_url`, or a ConfigError naming the variable when the transport cannot
+    use it (`proxy_problem`): httpx's own error named neither the variable nor the backend."""
     proxy = environment_proxy_url(url)
+    if proxy is not None and (problem := proxy_problem(proxy, sdk=sdk)) is not None:
+        shown = without_userinfo(proxy)
+        of = f" (the proxy for {who})" if who else ""
+        raise ConfigError(f"{proxy_variable(str(url), proxy)} {shown!r}{of} {problem}")
+    return proxy
+
+
+def environment_proxy(url: httpx.URL | str) -> httpx.Proxy | None:
+    """`checked_proxy_url` as httpx's Proxy (its credentials become a header of it)."""
+    proxy = checked_proxy_url(url)
     return httpx.Proxy(proxy) if proxy else None
+
+
+def checked_key(key: str | None, variable: str, who: str = "") -> str | None:
+    """`key` (from `variable`), or a ConfigError saying why it cannot be sent (`key_problem`)."""
+    if (problem := key_problem(key)) is not None:
+        by = f" (read by {who})" if who else ""
+        raise ConfigError(f"{variable}{by} {problem}")
+    return key
 
 
 def basic_token(username: str, password: str) -> str:
@@ -64,3 +87,48 @@ def userinfo_replaces_key(url: str) -> bool:
         return bool(httpx.URL(url).userinfo)
     except (httpx.InvalidURL, TypeError):
         return False
+
+
+def key_problem(key: str | None) -> str | None:
+    """Why `key` cannot be an HTTP header value, or None (also for no key). The key is not
+    quoted: where the bad character is, and what it is, is enough to find it."""
+    if not key:
+        return None
+    for index, char in enumerate(key):
+        if not char.isascii() or not char.isprintable():
+            what = "a non-ASCII character" if not char.isascii() else "a control character"
+            return (
+                f"has {what} at position {index + 1} of {len(key)}: a key is sent as an HTTP "
+                "header, which cannot carry it (a pasted newline or quote?)"
+            )
+    if key != key.strip():
+        return "starts or ends with a space: a key is sent as an HTTP header, which drops it"
+    return None
+
+
+def proxy_problem(proxy: str, *, sdk: bool = False) -> str | None:
+    """Why a transport cannot send through `proxy`, or None (its own errors quote the URL).
+    `sdk`: the Anthropic SDK's, an httpx transport, which needs socksio for a SOCKS proxy."""
+    try:
+        parsed = httpx.Proxy(proxy)
+        if sdk:
+            httpx.AsyncHTTPTransport(proxy=parsed)  # builds a pool, opens nothing
+    except ValueError:
+        return "has a scheme httpx cannot proxy through: use http://, https:// or socks5://"
+    except httpx.InvalidURL:
+        return "does not parse as a URL"
+    except ImportError:
+        return "is a SOCKS proxy, which the anthropic SDK's httpx needs socksio for (httpx[socks])"
+    if not parsed.url.host:
+        return "has no host"
+    return None
+
+
+def proxy_variable(url: str, proxy: str) -> str:
+    """The variable that named `proxy` for `url`, as urllib reads them (lower case first)."""
+    scheme = httpx.URL(url).scheme
+    for base in (f"{scheme}_proxy", "all_proxy"):
+        for name in (base, base.upper()):
+            if os.environ.get(name) == proxy:
+                return name
+    return f"{scheme.upper()}_PROXY"  # pragma: no cover - urllib found it under one of these

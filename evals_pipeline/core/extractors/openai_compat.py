@@ -20,7 +20,7 @@ from ..errors import MalformedReply, TransportError, exception_chain
 from ..models import Attempt, ChatRequest
 from .base import LoopBound, Reply, counted_reply
 from .capped import MAX_BODY_BYTES, CappedTransport, RefusedBody
-from .credentials import credential_secrets, environment_proxy
+from .credentials import checked_key, credential_secrets, environment_proxy
 from .redaction import redact_client_logs, redacted
 from .retries import Retryable, Tries, retry_after_seconds, retryable_status, with_retries
 
@@ -119,7 +119,11 @@ class OpenAICompatTransport:
         self._uds_path = uds_path
         self._timeout_s = timeout_s
         self._max_body_bytes = max_body_bytes
-        key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
+        key = (
+            api_key
+            if api_key is not None
+            else checked_key(os.environ.get(API_KEY_ENV), API_KEY_ENV)
+        )
         self._headers = {"authorization": f"Bearer {key}"} if key else {}
         self._ssl: ssl.SSLContext | None = None
         self._proxy = None if uds_path else environment_proxy(self._url)

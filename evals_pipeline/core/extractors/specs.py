@@ -168,6 +168,9 @@ def parse_backend_spec(spec: str, base: Path | None = None) -> BackendSpec:
     return BackendSpec(kind=kind, params=params, raw=spec.strip())  # type: ignore[arg-type]
 
 
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+
+
 def url_problem(url: str) -> str | None:
     """Why `url` is not an http(s) URL with a host, or None: `127.0.0.1:8000/v1` (no scheme)
     or `htps://…` would otherwise run and fail every call, counted as an error rate."""
@@ -178,6 +181,12 @@ def url_problem(url: str) -> str | None:
         return "does not parse" if "@" in url else f"does not parse: {exc}"
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "must be http:// or https:// with a host, e.g. http://127.0.0.1:8000/v1"
+    # httpx would send these percent-encoded or as written, to a path the server does not have:
+    # every call failing (404) as an error rate. Neither is a valid URL character (RFC 3986).
+    if any(char.isspace() or not char.isprintable() for char in url):
+        return "has a space or control character (percent-encode one that is meant, e.g. %20)"
+    if _BAD_ESCAPE.search(url):
+        return "has a '%' not followed by two hex digits (write a literal '%' as %25)"
     return None
 
 

@@ -86,6 +86,9 @@ def test_typos_are_usage_errors_naming_the_spec(spec: str, problem: str) -> None
         ("oai-http:url=http://user:PW-SEC,RET-1@127.0.0.1:9/v1", "'127.0.0.1:9/v1' is not NAME"),
         ("oai-http:url=http://user:PW@SECRET-1@127.0.0.1:9/v1,modle=m", "unknown parameter"),
         ("oai-http:url=http://u:PW-SECRET-1@127.0.0.1:9/v1,model=c@2024,modle=m", "'modle'"),
+        # A URL that parses but is refused (a bad escape, a space) is shown without its secrets.
+        ("oai-http:url=http://u:PW-SECRET@h/v1?k=PW-SECRET%", "url 'http://h/v1' has a '%'"),
+        ("oai-http:url=http://h/v 1?k=PW-SECRET", "url 'http://h/v 1' has a space"),
     ],
 )
 def test_a_spec_error_shows_no_url_credential(spec: str, problem: str) -> None:
@@ -149,6 +152,11 @@ def test_describe_drops_a_fragment_and_keeps_an_ipv6_host() -> None:
         ("http:///v1", "with a host"),
         ("http://[::1", "does not parse"),  # had been a raw ValueError
         ("http://h:http/v1", "does not parse"),
+        # httpx had sent these percent-encoded or as written: a 404 on every call.
+        ("http://127.0.0.1:8000/v1/chat completions", "has a space or control character"),
+        ("http://127.0.0.1:8000/v1/chat\t/completions", "has a space or control character"),
+        ("http://127.0.0.1:8000/v1/%zz", "has a '%' not followed by two hex digits"),
+        ("http://127.0.0.1:8000/v1/100%", "has a '%' not followed by two hex digits"),
     ],
 )
 def test_a_url_that_cannot_reach_a_server_is_a_spec_error(url: str, problem: str) -> None:
