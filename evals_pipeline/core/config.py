@@ -15,8 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from .errors import BackendSpecError, ConfigError, InputFileError
 from .extractors.anthropic import API_KEY_ENV as ANTHROPIC_KEY_ENV
+from .extractors.redaction import without_userinfo
 from .extractors.specs import BackendSpec, check_name, parse_backend_spec, parse_named_backend
-from .files import cannot_be_made, load_yaml, not_writable, validate_file_model
+from .files import cannot_be_made, load_yaml, not_writable, storage_problem, validate_file_model
 from .models import ONTOLOGY_MODES, OntologyMode
 from .options import DEFAULT_MAX_TOKENS_EDGES, DEFAULT_MAX_TOKENS_ENTITIES
 
@@ -227,6 +228,11 @@ class EvalsConfig(BaseModel):
         for field, path in written:
             if path is not None and (why := cannot_be_made(path)) is not None:
                 raise InputFileError(source, f"{path}: {why}", field=field)
+        storage = self.asset_storage
+        if storage is not None and (why := storage_problem(storage)) is not None:
+            raise InputFileError(
+                source, f"{without_userinfo(storage)}: {why}", field="asset_storage"
+            )
         folders = [("output_dir", self.output_dir), ("cache_dir", self.cache_dir)]
         folders += [("bench.output_dir", self.bench.output_dir)]
         for field, path in folders:  # a file there had failed a step after the run's calls
@@ -276,6 +282,15 @@ class EvalsConfig(BaseModel):
         for field, path in folders:
             if (why := not_writable(path)) is not None:
                 raise InputFileError(source, f"{path}: {why}", field=field)
+        storage = self.asset_storage
+        if storage is not None:
+            local = storage.partition("://")[2] if storage.startswith("file://") else storage
+            why = storage_problem(storage, installed=True)
+            if why is None and "://" not in local:
+                why = not_writable(local)
+            if why is not None:
+                shown = without_userinfo(storage)
+                raise InputFileError(source, f"{shown}: {why}", field="asset_storage")
         return self
 
     def backends_in_use(self) -> list[tuple[str, BackendSpec]]:

@@ -291,3 +291,25 @@ def jsonl_lines(path: Path, data: bytes) -> Iterator[tuple[int, str]]:
             ) from None
         if text.strip():
             yield lineno, text
+
+
+def storage_problem(storage: str, *, installed: bool = False) -> str | None:
+    """Why `storage` (asset_storage: a folder or an fsspec URL) cannot hold the asset values,
+    or None: a file in a folder's way, or a scheme fsspec does not know (the run had failed
+    its first step, with no reason shown). `installed`: also that the scheme's package is
+    there (s3fs for s3://), which only a run needs; loading the definitions does not."""
+    scheme, sep, rest = storage.partition("://")
+    if not sep or scheme in ("file", "local"):
+        return cannot_be_made(rest if sep else storage)
+    import fsspec  # Dagster's UPathIOManager stores through it
+
+    try:
+        fsspec.get_filesystem_class(scheme)
+    except ValueError:
+        return (
+            f"unknown storage scheme {scheme!r}: give a folder or an fsspec URL such as "
+            "s3://bucket/evals (see docs/scale-out.md)"
+        )
+    except ImportError as exc:
+        return str(exc) if installed else None
+    return None
