@@ -122,11 +122,13 @@ class RunPlan:
             if "error" in cache:
                 lines.append(f"  judge cache: unreadable: {cache['error']}")
             else:
+                repeated = cache.get("repeated", 0)  # (a plan stored before it was counted)
                 lines.append(
-                    f"  judge cache already covers {cache['cached']}; "
-                    f"{cache['uncached']} to make; {cache['unknown']} unknown until their "
-                    f"extractions exist; {cache['no_call']} need no call (a failed extraction "
-                    "or an axis with no item on one side)"
+                    f"  judge cache already covers {cache['cached']}; {cache['uncached']} to "
+                    f"make; {repeated} repeat a prompt made earlier in the run (answered from "
+                    f"the cache); {cache['unknown']} unknown until their extractions exist; "
+                    f"{cache['no_call']} need no call (a failed extraction or an axis with no "
+                    "item on one side)"
                 )
         if self.guards:
             lines.append("guards that would abort a real run:")

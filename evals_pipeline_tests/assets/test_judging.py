@@ -50,12 +50,18 @@ def report(tmp_path: Path, mode: str = "strict") -> dict:  # type: ignore[type-a
 def test_both_modes_then_a_rerun_makes_zero_judge_calls(tmp_path: Path, judge_server) -> None:  # type: ignore[no-untyped-def]
     config = both_modes_config(tmp_path)
     defs = build_definitions(config)
+    # Before the run, the plan counts what it will make: distinct prompts, and the repeats of
+    # them the run answers from its cache (it had counted those as calls to make too).
+    before = EvalsResource.from_config(config).plan(judge_coverage=True).judge["cache"]
     with DagsterInstance.ephemeral() as instance:
         first = materialize_all(config, instance, defs, quiet=True)
         assert first.success, first.failed_checks + first.failed_steps
         sent = len(judge_server.requests)
         # reference: 2 candidates x 3 axes x 4 chunks (minus empty axes); pairwise: 3 x 2 x 3 x 4
         assert first.judge_calls == sent and sent > 3 * 2 * 3 * 4
+        made_first = (first.judge_calls, first.judge_cache_hits)
+        assert (before["uncached"], before["repeated"]) == made_first
+        assert before["cached"] == 0 and first.judge_cache_hits > 0
         second = materialize_all(config, instance, defs, quiet=True)
         assert second.success
     assert len(judge_server.requests) == sent  # zero judge calls on the re-run
@@ -71,6 +77,7 @@ def test_both_modes_then_a_rerun_makes_zero_judge_calls(tmp_path: Path, judge_se
     assert built["judge"]["cache"] == {
         "cached": made,
         "uncached": 0,
+        "repeated": 0,
         "unknown": 0,
         "no_call": no_call,
     }
@@ -84,13 +91,19 @@ def test_both_modes_then_a_rerun_makes_zero_judge_calls(tmp_path: Path, judge_se
     assert built["pairwise"]["pairs"]["oracle vs rules"]["axes"]["edges"]["chunks_compared"] == 4
     # The cost plan now sees every planned judge call as cached.
     coverage = EvalsResource.from_config(config).plan(judge_coverage=True).judge["cache"]
-    assert coverage == {"cached": made, "uncached": 0, "unknown": 0, "no_call": no_call}
+    assert coverage == {
+        "cached": made,
+        "uncached": 0,
+        "repeated": 0,
+        "unknown": 0,
+        "no_call": no_call,
+    }
     # An entry that is no verdict (an older cache's malformed reply) is asked again: uncached.
     cache = tmp_path / "judge_cache.jsonl"
     entries = [json.loads(line) for line in cache.read_text().splitlines()]
     cache.write_text("".join(json.dumps({**e, "text": "no verdict"}) + "\n" for e in entries))
     coverage = EvalsResource.from_config(config).plan(judge_coverage=True).judge["cache"]
-    assert coverage == {"cached": 0, "uncached": made, "unknown": 0, "no_call": no_call}
+    assert coverage == before  # the first run's plan again: distinct prompts, then repeats
     markdown = (tmp_path / "reports" / "strict" / "report.md").read_text()
     assert "## LLM-as-judge agreement with `oracle`" in markdown
     assert "## Blind pairwise judging" in markdown

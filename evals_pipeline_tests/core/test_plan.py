@@ -54,7 +54,7 @@ def test_one_modes_plan_covers_that_mode_only(tmp_path: Path) -> None:
     assert p.backends["r"].coverage == {"open": 4}
     assert p.backends["live"].planned_calls == {"open": 8}
     assert p.judge["planned_calls"] == 2 * 3 * 4  # one mode
-    assert set(p.judge["cache"]) == {"cached", "uncached", "unknown", "no_call"}
+    assert set(p.judge["cache"]) == {"cached", "uncached", "repeated", "unknown", "no_call"}
     # The live backend's open-mode extractions do not exist yet: 3 axes x 4 chunks unknown.
     assert p.judge["cache"]["unknown"] == 3 * 4
     assert sum(p.judge["cache"].values()) == p.judge["planned_calls"]

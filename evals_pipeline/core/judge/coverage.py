@@ -4,7 +4,7 @@ Judge prompts embed the extractions, so they can be rendered ahead of a run only
 extractions can be had for free: cassette replays, the oracle, and the extraction cache. Prompts
 over a live backend's not-yet-made calls are counted as unknown. A chunk a cassette or the oracle
 cannot answer fails in the run too, and judging makes no call for a failed extraction (nor for
-an axis where a side has no item: nothing can match): those count as `no_call`, so the four
+an axis where a side has no item: nothing can match): those count as `no_call`, so the five
 counts add up to the plan's `planned_calls`.
 """
 
@@ -72,13 +72,16 @@ def judge_cache_coverage(
     corpus_digest: str,
     modes: Sequence[OntologyMode] | None = None,
 ) -> dict[str, Any]:
-    """{"cached": n, "uncached": n, "unknown": n, "no_call": n} over the judge calls the run
-    would plan (in `modes`; default, every mode of the run)."""
+    """{"cached": n, "uncached": n, "repeated": n, "unknown": n, "no_call": n} over the judge
+    calls the run would plan (in `modes`; default, every mode of the run). `uncached` counts
+    distinct prompts: an identical one (two backends that answered a chunk alike, two modes'
+    equal extractions) is `repeated`, as the run answers it from the cache the first filled."""
     try:
         cache = JudgeCache(config.judge.cache)
     except EvalsError as exc:
         return {"error": str(exc)}
-    counts = {"cached": 0, "uncached": 0, "unknown": 0, "no_call": 0}
+    counts = {"cached": 0, "uncached": 0, "repeated": 0, "unknown": 0, "no_call": 0}
+    made: set[str] = set()  # keys of the calls to make: a repeat of one is answered by it
     bodies = {e.name: e.body for e in episodes}
     model = config.judge.model
     names = sorted(config.backends)
@@ -93,8 +96,14 @@ def judge_cache_coverage(
     def count(prompt: tuple[str, str, str], shape: type[BaseModel]) -> None:
         """Cached only where the entry is a verdict: the client asks again for one that is not
         (an older cache may hold a malformed reply)."""
-        cached = cache.verdict(judge_key(*prompt, model), shape) is not None
-        counts["cached" if cached else "uncached"] += 1
+        key = judge_key(*prompt, model)
+        if cache.verdict(key, shape) is not None:
+            counts["cached"] += 1
+        elif key in made:  # the run makes it once and answers the rest from its cache
+            counts["repeated"] += 1
+        else:
+            made.add(key)
+            counts["uncached"] += 1
 
     for mode in config.active_modes if modes is None else modes:
         options = ExtractOptions.for_mode(
