@@ -451,6 +451,27 @@ def test_driver_claims_layer_fails_on_a_failing_gate(tmp_path: Path, template: P
     assert any("claims_regression_gate" in line for line in outcome.failed_checks)
 
 
+def test_the_replay_names_each_recording_it_could_not_use_and_why(
+    tmp_path: Path, template: Path
+) -> None:
+    """In the UI the `claim_extractions` metadata had said only "recordings_invalid: 1"."""
+    root = make_project(tmp_path / "p", "missing", template)
+    broken = recording_path(root / "golden" / "recordings", "v-fair")
+    broken.write_text(broken.read_text().replace("{", '{"id": "x",', 1))
+    config = make_config(tmp_path, {"oracle": "oracle"}, golden_dir=root / "golden")
+    with DagsterInstance.ephemeral() as instance:
+        materialize_claims(config, build_definitions(config), instance, MaterializeResult())
+        event = instance.get_latest_materialization_event(AssetKey("claim_extractions"))
+    assert event is not None and event.asset_materialization is not None
+    metadata = event.asset_materialization.metadata
+    assert metadata["recordings_invalid"].value == 1 and metadata["recordings_missing"].value == 1
+    problems = str(metadata["recording_problems"].value)
+    assert f"- `v-fair`: invalid recording: unreadable or incomplete recording: {broken}: key " in (
+        problems
+    )
+    assert "- `v-vote`: missing recording: no recording at " in problems
+
+
 def test_driver_claims_layer_passes_when_inactive_and_skips_without_a_golden_set(
     tmp_path: Path, template: Path
 ) -> None:

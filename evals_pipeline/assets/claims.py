@@ -63,6 +63,9 @@ def build_claims_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         """ClaimExtractor over each example's recording; stale or missing ones are not replayed."""
         replay = replay_golden_set(GoldenSet.from_dict(golden_set))
         statuses = [r.status for r in replay.runs]
+        # Which recordings and why (the file, the line, the field), not only how many: a count
+        # of "1 invalid" in the UI left the user to find it.
+        problems = "\n".join(f"- `{i}`: {why}" for i, why in sorted(replay.notes().items()))
         return Output(
             replay.to_dict(),
             metadata={
@@ -70,6 +73,7 @@ def build_claims_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                 "prompt_fingerprint": replay.fingerprint,
                 **{f"recordings_{s}": statuses.count(s) for s in ("current", "stale", "missing")},
                 "recordings_invalid": statuses.count("invalid"),
+                "recording_problems": MetadataValue.md(problems or "none"),
             },
         )
 
