@@ -353,6 +353,35 @@ def test_a_folder_a_real_run_cannot_write_is_refused_before_it_but_not_by_a_dry_
     assert not out.exists()
 
 
+def test_a_judge_cache_a_judging_run_cannot_write_is_refused_before_it(
+    shared_folder: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With a key the run appends each verdict to the cache after the extractions: an
+    unwritable one had failed the judging step then. Without a key it is never written."""
+    from evals_pipeline.materialize import main as materialize_main
+    from evals_pipeline_tests.support.locks import without_write_access
+
+    shared_folder.chmod(0o755)  # the project reachable, and writable, by the user it runs as
+    project = shared_folder / "project"
+    config = _project_copy(project)
+    project.chmod(0o777)
+    locked = shared_folder / "locked"
+    locked.mkdir()
+    cache = locked / "judge_cache.jsonl"
+    data = yaml.safe_load(config.read_text()) | {"judge": {"cache": str(cache)}}
+    config.write_text(yaml.safe_dump(data))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", TEST_API_KEY)
+    monkeypatch.setenv("EVALS_ANTHROPIC_BASE_URL", "http://127.0.0.1:9")  # never reached
+    with without_write_access(locked):
+        assert main(["--config", str(config)]) == 2
+        assert materialize_main(["--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert f"[judge.cache]: {cache}: cannot be made: {locked} is not writable" in err
+    assert not (project / "reports").exists()
+
+
 def test_an_output_file_in_a_folder_that_cannot_be_written_is_refused_before_the_run(
     tmp_path: Path, shared_folder: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

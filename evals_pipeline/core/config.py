@@ -271,8 +271,9 @@ class EvalsConfig(BaseModel):
     def check_writable(self, source: Path | str, *, bench_only: bool = False) -> EvalsConfig:
         """The folders a real run writes into are writable (not for a dry run, which writes
         nothing, nor for loading the definitions): a read-only cache_dir or output_dir had
-        failed a step after the run's calls. Recording targets are the plan's guard.
-        `bench_only`: `evals-pipeline bench`, which writes no prose report."""
+        failed a step after the run's calls; so had the judge cache, when a key is set.
+        Recording targets are the plan's guard. `bench_only`: `evals-pipeline bench`, which
+        writes no prose report and judges nothing."""
         live = any(s.is_live for s in [*self.specs.values(), *self.bench_specs.values()])
         folders: list[tuple[str, Path]] = [] if bench_only else [("output_dir", self.output_dir)]
         if self.asset_storage is None or live:  # the stored assets, the extraction cache
@@ -282,6 +283,10 @@ class EvalsConfig(BaseModel):
         for field, path in folders:
             if (why := not_writable(path)) is not None:
                 raise InputFileError(source, f"{path}: {why}", field=field)
+        # With a key the run judges, appending each verdict to the cache after its extractions.
+        judging = not bench_only and os.environ.get(ANTHROPIC_KEY_ENV)
+        if judging and (why := not_writable(self.judge.cache, in_place=True)) is not None:
+            raise InputFileError(source, f"{self.judge.cache}: {why}", field="judge.cache")
         storage = self.asset_storage
         if storage is not None:
             local = storage.partition("://")[2] if storage.startswith("file://") else storage
