@@ -58,6 +58,7 @@ PLAN_CHECKS = {
     "no_record_on_replay",
     "recording_targets",
     "live_credentials",
+    "run_inputs",
 }
 
 QUERY = """

@@ -302,6 +302,30 @@ def test_a_blocking_guard_stops_the_run_before_any_extraction(
     assert not (tmp_path / "reports").exists()
 
 
+def test_an_input_a_later_step_reads_is_a_blocking_check_for_dagsters_own_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run from the UI or `dagster asset materialize` skips the CLI's preflight: run_plan's
+    `run_inputs` check reads the same inputs, so a proxy the live backend cannot use stops the
+    run before any extraction (it had failed the backend's step, after the oracle's)."""
+    from evals_pipeline_tests.support.hermetic import clear_proxy_env
+
+    clear_proxy_env(monkeypatch)
+    monkeypatch.setenv("HTTP_PROXY", "ftp://u:pw@proxy:1")
+    live = "oai-http:url=http://127.0.0.1:9/v1/chat/completions,model=m"
+    config = make_config(tmp_path, {"o": "oracle", "local": live}, modes=("strict",))
+    with DagsterInstance.ephemeral() as instance:
+        outcome = materialize_all(config, instance, quiet=True)
+        assert outcome.failed_steps == [
+            "run_plan[strict]: blocking check(s) failed: run_inputs (see the checks)"
+        ], outcome.failed_steps
+        [line] = [f for f in outcome.failed_checks if " run_inputs: " in f]
+        assert "HTTP_PROXY 'ftp://proxy:1' (the proxy for backends.local)" in line
+        assert "pw" not in line
+        assert outcome.extraction_calls == 0 and outcome.replayed == 0
+        assert not _materialized(instance, "extractions")
+
+
 def test_byte_identical_fresh_recordings_fail_after_capture_before_the_report(
     tmp_path: Path,
 ) -> None:

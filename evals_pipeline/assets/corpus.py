@@ -1,8 +1,9 @@
 """`corpus` and `run_plan`, per ontology mode: what will be extracted, and whether it may be.
 
 The guards are blocking checks on `run_plan`, so a corrupt or duplicate-keyed cassette, two
-backends replaying one cassette, recording a replay or an anthropic backend without its key
-stops the run before any extraction. A failed guard also fails the step, leaving that mode's
+backends replaying one cassette, recording a replay, an anthropic backend without its key or
+an input a later step would refuse (`run_inputs`: what the CLI's preflight reads) stops the run
+before any extraction. A failed guard also fails the step, leaving that mode's
 plan unmaterialised, so a backfill (whose extraction partitions run in runs of their own) stops
 there too.
 """
@@ -24,6 +25,8 @@ from dagster import (
 
 from ..core.cassettes.keys import extract_key
 from ..core.config import EvalsConfig
+from ..core.errors import EvalsError
+from ..core.preflight import preflight_run
 from ..core.tables import episodes_table, table_episodes
 from ..partitions import mode_partitions, partition_check
 from ..resources import EvalsResource
@@ -35,6 +38,7 @@ PLAN_GUARDS = (
     "no_record_on_replay",
     "recording_targets",
     "live_credentials",
+    "run_inputs",
 )
 # What each guard asserts, shown with its check in the UI.
 GUARD_DESCRIPTIONS = {
@@ -55,6 +59,12 @@ GUARD_DESCRIPTIONS = {
     "live_credentials": (
         "Every anthropic backend has ANTHROPIC_API_KEY: without it the backend's extraction "
         "fails, after the other backends' steps have made their calls."
+    ),
+    "run_inputs": (
+        "Every input a later step reads loads, as `evals-pipeline` reads them before a run: the "
+        "golden set and baseline, the gold corpora and the bench's cassettes, the oracle's "
+        "labels, the judge cache, the keys and proxy variables. A bad one had failed its step "
+        "after the calls of the steps before it."
     ),
 }
 
@@ -104,6 +114,7 @@ def build_corpus_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         judging (a key is set): it replays every backend to render the judge prompts.
         """
         mode = context.partition_key
+        inputs_problem = _inputs_problem(evals.config)  # the CLI's preflight, for Dagster's runs
         judged = bool(evals.anthropic_api_key)
         plan = evals.plan(table_episodes(corpus), judge_coverage=judged, modes=[mode])
         metadata: dict[str, Any] = {
@@ -113,22 +124,23 @@ def build_corpus_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                 b.planned_calls.get(mode, 0) for b in plan.backends.values()
             ),
         }
-        failed = {name: plan.guards_for(name) for name in PLAN_GUARDS}
+        failed = {name: [g.message for g in plan.guards_for(name)] for name in PLAN_GUARDS}
+        failed["run_inputs"] = [inputs_problem] if inputs_problem else []
         results = [
             AssetCheckResult(
                 check_name=name,
-                passed=not guards,
+                passed=not problems,
                 severity=AssetCheckSeverity.ERROR,
-                description="; ".join(g.message for g in guards) or "ok",
+                description="; ".join(problems) or "ok",
             )
-            for name, guards in failed.items()
+            for name, problems in failed.items()
         ]
-        if plan.guards:
+        if any(failed.values()):
             # Not materialised: a blocking check stops only its own run's downstream steps,
             # and a backfill launches each extraction partition in a run of its own once its
             # run_plan partition is materialised (it had made every other backend's paid calls).
             yield from results
-            checks = ", ".join(sorted({g.check for g in plan.guards}))
+            checks = ", ".join(sorted(name for name, problems in failed.items() if problems))
             raise Failure(
                 description=f"blocking check(s) failed: {checks} (see the checks)",
                 metadata=metadata,
@@ -137,3 +149,13 @@ def build_corpus_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         yield from results
 
     return [corpus, run_plan]
+
+
+def _inputs_problem(config: EvalsConfig) -> str | None:
+    """What `preflight_run` refuses (a run from Dagster's UI or CLI skips the project's), or
+    None. The corpus and ontology fail the `corpus` step first, as they do without it."""
+    try:
+        preflight_run(config)
+    except EvalsError as exc:
+        return str(exc)
+    return None
