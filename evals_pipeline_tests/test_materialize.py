@@ -326,6 +326,36 @@ def test_an_input_a_later_step_reads_is_a_blocking_check_for_dagsters_own_runs(
         assert not _materialized(instance, "extractions")
 
 
+def test_run_inputs_reads_no_input_of_the_claim_gate_or_the_bench(tmp_path: Path) -> None:
+    """Their assets depend on no prose asset and fail on their own: a broken gate baseline or
+    a bench cassette that is gone must not stop the prose run (Dagster runs them apart)."""
+    import shutil
+
+    import dagster
+
+    from evals_pipeline.graph import build_definitions
+    from evals_pipeline_tests.pipeline_fixtures import CASES, REPO
+
+    golden = tmp_path / "golden"
+    shutil.copytree(REPO / "corpus" / "golden", golden)
+    (golden / "baseline.json").write_text('{"schema": 1,')
+    gone = f"cassette:path={tmp_path / 'gone.jsonl'}"
+    bench = {"backends": {"oracle": "oracle", "gone": gone}, "corpora": {"cases": CASES}}
+    config = make_config(
+        tmp_path, {"o": "oracle"}, modes=("strict",), golden_dir=golden, bench=bench
+    )
+    defs = build_definitions(config)
+    result = dagster.materialize(
+        list(defs.assets or []),
+        instance=DagsterInstance.ephemeral(),
+        resources=defs.resources,
+        selection=["corpus", "run_plan"],
+        partition_key="strict",
+    )
+    [check] = [e for e in result.get_asset_check_evaluations() if e.check_name == "run_inputs"]
+    assert result.success and check.passed
+
+
 def test_byte_identical_fresh_recordings_fail_after_capture_before_the_report(
     tmp_path: Path,
 ) -> None:

@@ -2,8 +2,8 @@
 
 The guards are blocking checks on `run_plan`, so a corrupt or duplicate-keyed cassette, two
 backends replaying one cassette, recording a replay, an anthropic backend without its key or
-an input a later step would refuse (`run_inputs`: what the CLI's preflight reads) stops the run
-before any extraction. A failed guard also fails the step, leaving that mode's
+an input a later prose step would refuse (`run_inputs`: what the CLI's preflight reads of them)
+stops the run before any extraction. A failed guard also fails the step, leaving that mode's
 plan unmaterialised, so a backfill (whose extraction partitions run in runs of their own) stops
 there too.
 """
@@ -26,7 +26,7 @@ from dagster import (
 from ..core.cassettes.keys import extract_key
 from ..core.config import EvalsConfig
 from ..core.errors import EvalsError
-from ..core.preflight import preflight_run
+from ..core.preflight import check_prose_inputs
 from ..core.tables import episodes_table, table_episodes
 from ..partitions import mode_partitions, partition_check
 from ..resources import EvalsResource
@@ -61,9 +61,9 @@ GUARD_DESCRIPTIONS = {
         "fails, after the other backends' steps have made their calls."
     ),
     "run_inputs": (
-        "Every input a later step reads loads, as `evals-pipeline` reads them before a run: the "
-        "golden set and baseline, the gold corpora and the bench's cassettes, the oracle's "
-        "labels, the judge cache, the keys and proxy variables. A bad one had failed its step "
+        "Every input a later prose step reads loads, as `evals-pipeline` reads them before a "
+        "run: the oracle's labels, the judge cache, the keys, proxy variables and Anthropic "
+        "base URL the live backends and the judge send with. A bad one had failed its step "
         "after the calls of the steps before it."
     ),
 }
@@ -114,7 +114,7 @@ def build_corpus_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         judging (a key is set): it replays every backend to render the judge prompts.
         """
         mode = context.partition_key
-        inputs_problem = _inputs_problem(evals.config)  # the CLI's preflight, for Dagster's runs
+        inputs_problem = _inputs_problem(evals)  # the CLI's preflight, for Dagster's runs
         judged = bool(evals.anthropic_api_key)
         plan = evals.plan(table_episodes(corpus), judge_coverage=judged, modes=[mode])
         metadata: dict[str, Any] = {
@@ -151,11 +151,13 @@ def build_corpus_assets(config: EvalsConfig) -> list[AssetsDefinition]:
     return [corpus, run_plan]
 
 
-def _inputs_problem(config: EvalsConfig) -> str | None:
-    """What `preflight_run` refuses (a run from Dagster's UI or CLI skips the project's), or
-    None. The corpus and ontology fail the `corpus` step first, as they do without it."""
+def _inputs_problem(evals: EvalsResource) -> str | None:
+    """What the CLI's preflight would refuse of the prose run (a run from Dagster's UI or CLI
+    skips it), or None. Not the claim gate's or the bench's inputs: their assets depend on no
+    prose asset, and fail on their own. Read through the resource's memo of the corpus the
+    `corpus` step loaded, with the key the run was launched with."""
     try:
-        preflight_run(config)
+        check_prose_inputs(evals.config, evals.corpus(), evals.key_environ(), bench=False)
     except EvalsError as exc:
         return str(exc)
     return None

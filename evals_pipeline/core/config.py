@@ -298,10 +298,11 @@ class EvalsConfig(BaseModel):
                 raise InputFileError(source, f"{shown}: {why}", field="asset_storage")
         return self
 
-    def backends_in_use(self) -> list[tuple[str, BackendSpec]]:
-        """Each backend a real run calls, by field: the bench's too when it has gold corpora."""
+    def backends_in_use(self, *, bench: bool = True) -> list[tuple[str, BackendSpec]]:
+        """Each backend a real run calls, by field: the bench's too when it has gold corpora
+        (and `bench`: a run that includes the bench)."""
         fields = [(f"backends.{n}", s) for n, s in self.specs.items()]
-        if self.bench.corpora:
+        if bench and self.bench.corpora:
             fields += [(f"bench.backends.{n}", s) for n, s in self.bench_specs.items()]
         return fields
 

@@ -33,6 +33,17 @@ def preflight(
     env = os.environ if environ is None else environ
     ontology = load_ontology(config.ontology) if config.ontology else None
     corpus = load_prose_corpus(config.corpus, ontology).scoped(config.limit)
+    check_prose_inputs(config, corpus, env, bench=True)
+    check_claims_inputs(config)
+    return ontology, corpus, gold_inputs(config)
+
+
+def check_prose_inputs(
+    config: EvalsConfig, corpus: ProseCorpus, environ: Mapping[str, str], *, bench: bool
+) -> None:
+    """What the prose run's later steps read, given the corpus its first step loaded: the
+    oracle's labels, the key and proxy variables and Anthropic base URL its live backends and
+    judge send with (`bench`: the bench's backends too), and the judge cache when judging."""
     oracles = [name for name, spec in config.specs.items() if spec.kind == "oracle"]
     unlabelled = [c.episode.name for c in corpus.chunks if c.expected is None]
     if oracles and unlabelled:
@@ -43,19 +54,17 @@ def preflight(
             f"oracle backend {oracles[0]} answers with: label them, or run without the oracle",
             field="expected",
         )
-    specs = [*config.specs.values(), *config.bench_specs.values()]
-    check_base_url_in_use(specs, judging=bool(env.get(API_KEY_ENV)))
-    check_environment(config.backends_in_use(), judging=bool(env.get(API_KEY_ENV)), environ=env)
-    _claims_inputs(config)
-    golds = _gold_inputs(config)
-    if env.get(API_KEY_ENV):  # judging runs: its cache is read before the first verdict
+    judging = bool(environ.get(API_KEY_ENV))
+    in_use = config.backends_in_use(bench=bench)
+    check_base_url_in_use([spec for _field, spec in in_use], judging=judging)
+    check_environment(in_use, judging=judging, environ=environ)
+    if judging:  # judging runs: its cache is read before the first verdict
         from .judge.cache import JudgeCache
 
         JudgeCache(config.judge.cache)
-    return ontology, corpus, golds
 
 
-def _claims_inputs(config: EvalsConfig) -> None:
+def check_claims_inputs(config: EvalsConfig) -> None:
     """The golden set and its baseline, as the claim gate's steps load them (a missing default
     golden_dir is the INACTIVE gate, not an error; `load_config` checks a named one)."""
     if not config.claims_gate or not config.golden_dir.is_dir():
@@ -67,7 +76,7 @@ def _claims_inputs(config: EvalsConfig) -> None:
     read_baseline(config.claims_baseline_path, required=config.claims_baseline is not None)
 
 
-def _gold_inputs(config: EvalsConfig) -> list[GoldCorpus]:
+def gold_inputs(config: EvalsConfig) -> list[GoldCorpus]:
     """Each gold corpus the bench scores against, as its `gold_corpus` step loads it."""
     from .bench.gold import load_gold
 

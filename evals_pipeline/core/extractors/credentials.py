@@ -11,6 +11,7 @@ have had: `userinfo_replaces_key` says so in the plan.
 from __future__ import annotations
 
 import base64
+import importlib.util
 import os
 import urllib.request
 
@@ -107,18 +108,22 @@ def key_problem(key: str | None) -> str | None:
 
 
 def proxy_problem(proxy: str, *, sdk: bool = False) -> str | None:
-    """Why a transport cannot send through `proxy`, or None (its own errors quote the URL).
-    `sdk`: the Anthropic SDK's, an httpx transport, which needs socksio for a SOCKS proxy."""
+    """Why a transport cannot send through `proxy`, or None (httpx's own errors quote the URL,
+    password and all). The OpenAI-compatible transport (aiohttp's) speaks HTTP to any proxy,
+    a SOCKS one included, so it takes http:// and https:// only; `sdk`, the Anthropic SDK's
+    (httpx's), takes socks5:// and socks5h:// too when socksio is installed."""
     try:
         parsed = httpx.Proxy(proxy)
-        if sdk:
-            httpx.AsyncHTTPTransport(proxy=parsed)  # builds a pool, opens nothing
     except ValueError:
-        return "has a scheme httpx cannot proxy through: use http://, https:// or socks5://"
+        parsed = None
     except httpx.InvalidURL:
         return "does not parse as a URL"
-    except ImportError:
+    scheme = parsed.url.scheme if parsed is not None else ""
+    if scheme.startswith("socks") and sdk and importlib.util.find_spec("socksio") is None:
         return "is a SOCKS proxy, which the anthropic SDK's httpx needs socksio for (httpx[socks])"
+    if parsed is None or (scheme.startswith("socks") and not sdk):
+        kinds = "http:// or https://" if not sdk else "http://, https:// or socks5://"
+        return f"has a scheme this backend's transport cannot proxy through: use {kinds}"
     if not parsed.url.host:
         return "has no host"
     return None

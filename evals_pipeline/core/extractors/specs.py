@@ -181,12 +181,18 @@ def url_problem(url: str) -> str | None:
         return "does not parse" if "@" in url else f"does not parse: {exc}"
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "must be http:// or https:// with a host, e.g. http://127.0.0.1:8000/v1"
-    # httpx would send these percent-encoded or as written, to a path the server does not have:
-    # every call failing (404) as an error rate. Neither is a valid URL character (RFC 3986).
-    if any(char.isspace() or not char.isprintable() for char in url):
-        return "has a space or control character (percent-encode one that is meant, e.g. %20)"
-    if _BAD_ESCAPE.search(url):
-        return "has a '%' not followed by two hex digits (write a literal '%' as %25)"
+    # In the host or path, httpx would send these percent-encoded or as written, to a place
+    # the server does not have: every call failing (404) as an error rate. (User info and a
+    # query are decoded leniently, as a literal '%' in a password is: they are left alone.)
+    where = f"{parts.hostname}{parts.path}"
+    controls = any(not char.isprintable() for char in url)  # (urlsplit drops tabs, newlines)
+    if controls or any(char.isspace() for char in where):
+        return (
+            "has a space or control character in its host or path (percent-encode one that is "
+            "meant, e.g. %20)"
+        )
+    if _BAD_ESCAPE.search(parts.path):
+        return "has a '%' in its path not followed by two hex digits (write a literal one as %25)"
     return None
 
 

@@ -3,6 +3,8 @@ and the backend, before any call, and never showing the key or the proxy's crede
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 from evals_pipeline.core.errors import ConfigError
@@ -60,7 +62,7 @@ def test_a_proxy_the_transport_cannot_use_is_named_without_its_password(
         check_environment(LOCAL, judging=False, environ={})
     message = str(info.value)
     assert message.startswith("HTTP_PROXY 'ftp://proxy:1' (the proxy for backends.local) has a")
-    assert "scheme httpx cannot proxy through" in message and "hunter2" not in message
+    assert "scheme this backend's transport cannot proxy" in message and "hunter2" not in message
     monkeypatch.setenv("HTTP_PROXY", "http://[::1")
     with pytest.raises(ConfigError, match=r"^HTTP_PROXY 'http://\[::1' .* does not parse"):
         check_environment(LOCAL, judging=False, environ={})
@@ -75,20 +77,22 @@ def test_the_variable_named_is_the_one_that_was_read(monkeypatch: pytest.MonkeyP
         check_environment([], judging=True, environ={"ANTHROPIC_API_KEY": "k"})
 
 
-def test_a_socks_proxy_is_checked_against_the_sdks_transport(
+def test_a_socks_proxy_is_refused_where_the_transport_would_speak_http_to_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """aiohttp's transport takes a SOCKS proxy; the anthropic SDK's httpx needs socksio."""
+    """aiohttp (the OpenAI-compatible transport) sends a plain HTTP request to a SOCKS proxy,
+    prompt and all, and every call fails; the anthropic SDK's httpx needs socksio for one."""
     monkeypatch.setenv("HTTPS_PROXY", "socks5://127.0.0.1:1080")
-    monkeypatch.setenv("HTTP_PROXY", "socks5://127.0.0.1:1080")
-    check_environment(LOCAL, judging=False, environ={})
-    try:
-        import socksio  # noqa: F401
-    except ImportError:
+    monkeypatch.setenv("HTTP_PROXY", "socks5h://127.0.0.1:1080")
+    with pytest.raises(ConfigError, match=r"^HTTP_PROXY .* cannot proxy through: use http:// or"):
+        check_environment(LOCAL, judging=False, environ={})
+    if importlib.util.find_spec("socksio") is None:
         with pytest.raises(ConfigError, match=r"^HTTPS_PROXY .* needs socksio"):
             check_environment(CLAUDE, judging=False, environ={"ANTHROPIC_API_KEY": "k"})
     else:  # pragma: no cover - socksio is not a dependency
         check_environment(CLAUDE, judging=False, environ={"ANTHROPIC_API_KEY": "k"})
+    monkeypatch.setenv("HTTP_PROXY", "https://127.0.0.1:3128")  # an HTTPS proxy is fine
+    check_environment(LOCAL, judging=False, environ={})
 
 
 def test_each_transport_refuses_them_as_it_is_built(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -87,7 +87,7 @@ def test_typos_are_usage_errors_naming_the_spec(spec: str, problem: str) -> None
         ("oai-http:url=http://user:PW@SECRET-1@127.0.0.1:9/v1,modle=m", "unknown parameter"),
         ("oai-http:url=http://u:PW-SECRET-1@127.0.0.1:9/v1,model=c@2024,modle=m", "'modle'"),
         # A URL that parses but is refused (a bad escape, a space) is shown without its secrets.
-        ("oai-http:url=http://u:PW-SECRET@h/v1?k=PW-SECRET%", "url 'http://h/v1' has a '%'"),
+        ("oai-http:url=http://u:PW-SECRET@h/v1%?k=PW-SECRET", "url 'http://h/v1%' has a '%'"),
         ("oai-http:url=http://h/v 1?k=PW-SECRET", "url 'http://h/v 1' has a space"),
     ],
 )
@@ -155,13 +155,26 @@ def test_describe_drops_a_fragment_and_keeps_an_ipv6_host() -> None:
         # httpx had sent these percent-encoded or as written: a 404 on every call.
         ("http://127.0.0.1:8000/v1/chat completions", "has a space or control character"),
         ("http://127.0.0.1:8000/v1/chat\t/completions", "has a space or control character"),
-        ("http://127.0.0.1:8000/v1/%zz", "has a '%' not followed by two hex digits"),
-        ("http://127.0.0.1:8000/v1/100%", "has a '%' not followed by two hex digits"),
+        ("http://127.0.0.1:8000/v1/%zz", "has a '%' in its path not followed by two hex"),
+        ("http://127.0.0.1:8000/v1/100%", "has a '%' in its path not followed by two hex"),
     ],
 )
 def test_a_url_that_cannot_reach_a_server_is_a_spec_error(url: str, problem: str) -> None:
     with pytest.raises(BackendSpecError, match=problem):
         parse_backend_spec(f"oai-http:url={url}")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [  # httpx sends each as meant: a literal '%' or a space outside the host and path
+        "http://user:s3cr%et@127.0.0.1:8000/v1/chat/completions",
+        "http://127.0.0.1:8000/v1/chat/completions?q=50%",
+        "http://127.0.0.1:8000/v1/chat%20completions",
+        "http://[::1%25eth0]:8000/v1",
+    ],
+)
+def test_a_url_httpx_sends_as_meant_is_no_spec_error(url: str) -> None:
+    parse_backend_spec(f"oai-http:url={url}")
 
 
 def test_timeout_and_retries_reach_the_transport_and_leave_the_fingerprint() -> None:
