@@ -29,7 +29,8 @@ def environment_proxy_url(url: httpx.URL | str) -> str | None:
     host = f"{url.host}:{url.port}" if url.port else url.host
     if not proxy or urllib.request.proxy_bypass(host):
         return None
-    return proxy
+    # `host:port` with no scheme is an HTTP proxy, as httpx, curl and requests read it.
+    return proxy if "://" in proxy else f"http://{proxy}"
 
 
 def checked_proxy_url(url: httpx.URL | str, *, sdk: bool = False, who: str = "") -> str | None:
@@ -134,6 +135,6 @@ def proxy_variable(url: str, proxy: str) -> str:
     scheme = httpx.URL(url).scheme
     for base in (f"{scheme}_proxy", "all_proxy"):
         for name in (base, base.upper()):
-            if os.environ.get(name) == proxy:
+            if os.environ.get(name) in (proxy, proxy.removeprefix("http://")):
                 return name
     return f"{scheme.upper()}_PROXY"  # pragma: no cover - urllib found it under one of these

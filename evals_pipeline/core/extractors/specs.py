@@ -184,15 +184,20 @@ def url_problem(url: str) -> str | None:
     # In the host or path, httpx would send these percent-encoded or as written, to a place
     # the server does not have: every call failing (404) as an error rate. (User info and a
     # query are decoded leniently, as a literal '%' in a password is: they are left alone.)
-    where = f"{parts.hostname}{parts.path}"
-    controls = any(not char.isprintable() for char in url)  # (urlsplit drops tabs, newlines)
-    if controls or any(char.isspace() for char in where):
+    # urlsplit drops leading spaces, tabs and newlines, and the SDK keeps them: the raw URL.
+    if any(char in "\t\n\r" or not (char.isprintable() or char.isspace()) for char in url):
+        return "has a control character (a pasted newline or tab?)"
+    if url != url.strip() or any(char.isspace() for char in f"{parts.hostname}{parts.path}"):
         return (
-            "has a space or control character in its host or path (percent-encode one that is "
-            "meant, e.g. %20)"
+            "has a space at its start or end, or in its host or path (percent-encode one that "
+            "is meant, e.g. %20)"
         )
-    if _BAD_ESCAPE.search(parts.path):
-        return "has a '%' in its path not followed by two hex digits (write a literal one as %25)"
+    host = "" if "[" in parts.netloc else parts.hostname or ""  # an IPv6 zone id keeps its %
+    if _BAD_ESCAPE.search(host + parts.path):
+        return (
+            "has a '%' in its host or path not followed by two hex digits (write a literal one "
+            "as %25)"
+        )
     return None
 
 

@@ -71,6 +71,18 @@ def test_a_proxy_the_transport_cannot_use_is_named_without_its_password(
     check_environment(LOCAL, judging=False, environ={})
 
 
+def test_a_proxy_without_a_scheme_is_an_http_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`host:port`, as httpx, curl and requests read it (it had been refused as a scheme)."""
+    from evals_pipeline.core.extractors.credentials import environment_proxy_url
+
+    monkeypatch.setenv("HTTP_PROXY", "proxy.corp:3128")
+    check_environment(LOCAL, judging=False, environ={})
+    assert environment_proxy_url("http://10.0.0.1:8/v1") == "http://proxy.corp:3128"
+    monkeypatch.setenv("HTTP_PROXY", "proxy.corp:port")
+    with pytest.raises(ConfigError, match=r"^HTTP_PROXY 'http://proxy.corp:port' .* does not"):
+        check_environment(LOCAL, judging=False, environ={})
+
+
 def test_the_variable_named_is_the_one_that_was_read(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("all_proxy", "gopher://p:1")
     with pytest.raises(ConfigError, match=r"^all_proxy 'gopher://p:1' \(the proxy for the judge"):

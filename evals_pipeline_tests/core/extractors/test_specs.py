@@ -89,6 +89,7 @@ def test_typos_are_usage_errors_naming_the_spec(spec: str, problem: str) -> None
         # A URL that parses but is refused (a bad escape, a space) is shown without its secrets.
         ("oai-http:url=http://u:PW-SECRET@h/v1%?k=PW-SECRET", "url 'http://h/v1%' has a '%'"),
         ("oai-http:url=http://h/v 1?k=PW-SECRET", "url 'http://h/v 1' has a space"),
+        ("oai-http:url=http://h/v1?k=PW-SECRET\x01z", "url 'http://h/v1' has a control char"),
     ],
 )
 def test_a_spec_error_shows_no_url_credential(spec: str, problem: str) -> None:
@@ -153,10 +154,12 @@ def test_describe_drops_a_fragment_and_keeps_an_ipv6_host() -> None:
         ("http://[::1", "does not parse"),  # had been a raw ValueError
         ("http://h:http/v1", "does not parse"),
         # httpx had sent these percent-encoded or as written: a 404 on every call.
-        ("http://127.0.0.1:8000/v1/chat completions", "has a space or control character"),
-        ("http://127.0.0.1:8000/v1/chat\t/completions", "has a space or control character"),
-        ("http://127.0.0.1:8000/v1/%zz", "has a '%' in its path not followed by two hex"),
-        ("http://127.0.0.1:8000/v1/100%", "has a '%' in its path not followed by two hex"),
+        ("http://127.0.0.1:8000/v1/chat completions", "has a space at its start or end, or in"),
+        (" http://127.0.0.1:8000/v1", "has a space at its start or end"),  # urlsplit drops it
+        ("http://127.0.0.1:8000/v1/chat\t/completions", "has a control character"),
+        ("http://127.0.0.1:8000/v1/%zz", "has a '%' in its host or path not followed by two"),
+        ("http://127.0.0.1:8000/v1/100%", "has a '%' in its host or path not followed by two"),
+        ("http://ho%zzst:8000/v1", "has a '%' in its host or path not followed by two"),
     ],
 )
 def test_a_url_that_cannot_reach_a_server_is_a_spec_error(url: str, problem: str) -> None:
@@ -171,6 +174,7 @@ def test_a_url_that_cannot_reach_a_server_is_a_spec_error(url: str, problem: str
         "http://127.0.0.1:8000/v1/chat/completions?q=50%",
         "http://127.0.0.1:8000/v1/chat%20completions",
         "http://[::1%25eth0]:8000/v1",
+        "http://user:pa\xa0ss@127.0.0.1:8000/v1",  # a no-break space in a password
     ],
 )
 def test_a_url_httpx_sends_as_meant_is_no_spec_error(url: str) -> None:
