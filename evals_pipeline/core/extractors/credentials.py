@@ -38,9 +38,10 @@ def checked_proxy_url(url: httpx.URL | str, *, sdk: bool = False, who: str = "")
     use it (`proxy_problem`): httpx's own error named neither the variable nor the backend."""
     proxy = environment_proxy_url(url)
     if proxy is not None and (problem := proxy_problem(proxy, sdk=sdk)) is not None:
-        shown = without_userinfo(proxy)
+        variable = proxy_variable(str(url), proxy)
+        shown = without_userinfo(os.environ.get(variable, proxy))  # as set, without a password
         of = f" (the proxy for {who})" if who else ""
-        raise ConfigError(f"{proxy_variable(str(url), proxy)} {shown!r}{of} {problem}")
+        raise ConfigError(f"{variable} {shown!r}{of} {problem}")
     return proxy
 
 

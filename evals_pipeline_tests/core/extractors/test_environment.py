@@ -79,7 +79,7 @@ def test_a_proxy_without_a_scheme_is_an_http_proxy(monkeypatch: pytest.MonkeyPat
     check_environment(LOCAL, judging=False, environ={})
     assert environment_proxy_url("http://10.0.0.1:8/v1") == "http://proxy.corp:3128"
     monkeypatch.setenv("HTTP_PROXY", "proxy.corp:port")
-    with pytest.raises(ConfigError, match=r"^HTTP_PROXY 'http://proxy.corp:port' .* does not"):
+    with pytest.raises(ConfigError, match=r"^HTTP_PROXY 'proxy.corp:port' .* does not"):
         check_environment(LOCAL, judging=False, environ={})
 
 
