@@ -24,7 +24,6 @@ from .core.bench.gold import load_gold
 from .core.bench.plan import bench_plan
 from .core.config import BenchConfig, EvalsConfig
 from .core.errors import EvalsError
-from .core.extractors.anthropic import check_base_url_in_use
 from .core.extractors.environment import check_environment
 from .core.extractors.specs import parse_named_backend
 from .core.models import ONTOLOGY_MODES
@@ -103,8 +102,7 @@ def main(argv: Sequence[str]) -> int:
         ]
         if config.prices is not None:  # so is a bad prices file, before any paid call
             load_prices(config.prices)
-        check_base_url_in_use(config.bench_specs.values(), judging=False)  # as the plan does
-        check_environment(
+        check_environment(  # and EVALS_ANTHROPIC_BASE_URL, as the plan checks it
             [(f"--backend {n}", s) for n, s in config.bench_specs.items()], judging=False
         )
         if args.dry_run:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from .config import EvalsConfig
 from .corpus import ProseCorpus, load_prose_corpus
 from .errors import ConfigError, EvalsError, InputFileError
-from .extractors.anthropic import API_KEY_ENV, check_base_url_in_use
+from .extractors.anthropic import API_KEY_ENV
 from .extractors.environment import check_environment
 from .ontology import Ontology, load_ontology
 
@@ -55,9 +55,7 @@ def check_prose_inputs(
             field="expected",
         )
     judging = bool(environ.get(API_KEY_ENV))
-    in_use = config.backends_in_use(bench=bench)
-    check_base_url_in_use([spec for _field, spec in in_use], judging=judging)
-    check_environment(in_use, judging=judging, environ=environ)
+    check_environment(config.backends_in_use(bench=bench), judging=judging, environ=environ)
     if judging:  # judging runs: its cache is read before the first verdict
         from .judge.cache import JudgeCache
 

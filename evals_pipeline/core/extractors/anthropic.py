@@ -52,12 +52,14 @@ def anthropic_base_url(base_url: str | None = None) -> str | None:
     return url
 
 
-def check_base_url_in_use(specs: Iterable[BackendSpec], *, judging: bool) -> None:
+def check_base_url_in_use(specs: Iterable[BackendSpec], *, judging: bool) -> str | None:
     """`anthropic_base_url()` where something will send to it (an anthropic backend among
     `specs`, or the judge): a mistyped EVALS_ANTHROPIC_BASE_URL is then an error before any
-    step, while a run that never calls Anthropic ignores the variable."""
+    step, while a run that never calls Anthropic ignores the variable. Returns the URL the
+    SDK will send to (`sdk_base_url`), or None where nothing will."""
     if judging or any(spec.kind == "anthropic" for spec in specs):
-        anthropic_base_url()
+        return sdk_base_url(anthropic_base_url())
+    return None
 
 
 def sdk_base_url(base_url: str | None) -> str:

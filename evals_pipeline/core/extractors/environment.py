@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterable, Mapping
 
 from .anthropic import API_KEY_ENV as ANTHROPIC_KEY_ENV
-from .anthropic import anthropic_base_url, sdk_base_url
+from .anthropic import check_base_url_in_use
 from .credentials import checked_key, checked_proxy_url
 from .openai_compat import API_KEY_ENV as OAI_KEY_ENV
 from .specs import BackendSpec
@@ -26,8 +26,11 @@ def check_environment(
     environ: Mapping[str, str] | None = None,
 ) -> None:
     """Each key and proxy variable a call of `specs` (field, spec: `backends.local`) or the
-    judge (when `judging`) will read: a ConfigError naming the variable and who reads it."""
+    judge (when `judging`) will read: a ConfigError naming the variable and who reads it.
+    First EVALS_ANTHROPIC_BASE_URL, where something sends to it (`check_base_url_in_use`)."""
     env = os.environ if environ is None else environ
+    specs = list(specs)
+    anthropic_url = check_base_url_in_use((spec for _f, spec in specs), judging=judging) or ""
     sends: list[tuple[str, str, str]] = []  # (who, key variable, URL it is sent to)
     for field, spec in specs:
         if spec.kind == "oai-http":
@@ -35,9 +38,9 @@ def check_environment(
         elif spec.kind == "oai-uds":  # a socket: no proxy, but the key is a header all the same
             sends.append((field, OAI_KEY_ENV, ""))
         elif spec.kind == "anthropic":
-            sends.append((field, ANTHROPIC_KEY_ENV, sdk_base_url(anthropic_base_url())))
+            sends.append((field, ANTHROPIC_KEY_ENV, anthropic_url))
     if judging:
-        sends.append(("the judge", ANTHROPIC_KEY_ENV, sdk_base_url(anthropic_base_url())))
+        sends.append(("the judge", ANTHROPIC_KEY_ENV, anthropic_url))
     for who, variable, url in sends:
         checked_key(env.get(variable), variable, who)
         if url:  # the SDK's transport is httpx's own; the OpenAI-compatible one is aiohttp's
