@@ -17,7 +17,14 @@ from .errors import BackendSpecError, ConfigError, InputFileError
 from .extractors.anthropic import API_KEY_ENV as ANTHROPIC_KEY_ENV
 from .extractors.redaction import without_userinfo
 from .extractors.specs import BackendSpec, check_name, parse_backend_spec, parse_named_backend
-from .files import cannot_be_made, load_yaml, not_writable, storage_problem, validate_file_model
+from .files import (
+    cannot_be_made,
+    load_yaml,
+    local_storage_path,
+    not_writable,
+    storage_problem,
+    validate_file_model,
+)
 from .models import ONTOLOGY_MODES, OntologyMode
 from .options import DEFAULT_MAX_TOKENS_EDGES, DEFAULT_MAX_TOKENS_ENTITIES
 
@@ -289,9 +296,8 @@ class EvalsConfig(BaseModel):
             raise InputFileError(source, f"{self.judge.cache}: {why}", field="judge.cache")
         storage = self.asset_storage
         if storage is not None:
-            local = storage.partition("://")[2] if storage.startswith("file://") else storage
             why = storage_problem(storage, installed=True)
-            if why is None and "://" not in local:
+            if why is None and (local := local_storage_path(storage)) is not None:
                 why = not_writable(local)
             if why is not None:
                 shown = without_userinfo(storage)

@@ -293,16 +293,25 @@ def jsonl_lines(path: Path, data: bytes) -> Iterator[tuple[int, str]]:
             yield lineno, text
 
 
+def local_storage_path(storage: str) -> str | None:
+    """The folder `storage` (asset_storage) names on this disk (a path, or a file:// or
+    local:// URL), or None for a remote filesystem's URL."""
+    scheme, sep, rest = storage.partition("://")
+    if not sep:
+        return storage
+    return rest if scheme in ("file", "local") else None
+
+
 def storage_problem(storage: str, *, installed: bool = False) -> str | None:
     """Why `storage` (asset_storage: a folder or an fsspec URL) cannot hold the asset values,
     or None: a file in a folder's way, or a scheme fsspec does not know (the run had failed
     its first step, with no reason shown). `installed`: also that the scheme's package is
     there (s3fs for s3://), which only a run needs; loading the definitions does not."""
-    scheme, sep, rest = storage.partition("://")
-    if not sep or scheme in ("file", "local"):
-        return cannot_be_made(rest if sep else storage)
+    if (local := local_storage_path(storage)) is not None:
+        return cannot_be_made(local)
     import fsspec  # Dagster's UPathIOManager stores through it
 
+    scheme = storage.partition("://")[0]
     try:
         fsspec.get_filesystem_class(scheme)
     except ValueError:
