@@ -64,6 +64,10 @@ def _codings(header: str) -> list[str]:
     return [coding for coding in named if coding and coding != "identity"]
 
 
+class TrailingBytes(zlib.error):
+    """Bytes after a compressed stream's end that start no further gzip member."""
+
+
 class _Inflater:
     """One gzip or deflate layer, inflated at most `limit` bytes in all."""
 
@@ -89,18 +93,32 @@ class _Inflater:
                 return b""
             self._started = True
             try:
-                return self._spend(self._inflater.decompress(data, self._room + 1))
-            except zlib.error:
-                if self._coding != "deflate":
+                return self._inflate(data)
+            except zlib.error as exc:
+                if self._coding != "deflate" or isinstance(exc, TrailingBytes):
                     raise
                 self._inflater = zlib.decompressobj(-zlib.MAX_WBITS)
-        return self._spend(self._inflater.decompress(data, self._room + 1))
+        return self._inflate(data)
+
+    def _inflate(self, data: bytes) -> bytes:
+        """`data` inflated. Past a stream's end marker, a gzip body may hold another member
+        (RFC 1952: they are concatenated, as `gzip.decompress` reads them); any other bytes
+        there are a malformed body, not to be dropped unseen, as httpx's decoder drops them."""
+        out = self._spend(self._inflater.decompress(data, self._room + 1))
+        while self._inflater.eof and (rest := self._inflater.unused_data):
+            if self._coding == "deflate" or not b"\x1f\x8b".startswith(rest[:2]):
+                raise TrailingBytes(
+                    f"{len(rest)} bytes follow the end of the {self._coding} stream"
+                )
+            self._inflater = zlib.decompressobj(zlib.MAX_WBITS | 16)
+            out += self._spend(self._inflater.decompress(rest, self._room + 1))
+        return out
 
     def finish(self) -> bytes:
         if self._head:  # a deflate body of one byte: no zlib header, so raw (which fails)
             self._inflater = zlib.decompressobj(-zlib.MAX_WBITS)
-            self._spend(self._inflater.decompress(self._head, self._room + 1))
             self._started = True
+            self._inflate(self._head)
         rest = self._spend(self._inflater.flush())
         if self._started and not self._inflater.eof:
             # httpx passes a cut-off stream as whatever inflated; a reply cut short is a fault

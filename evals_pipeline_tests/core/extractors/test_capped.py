@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pytest
 
-from evals_pipeline.core.extractors.capped import ResponseTooLarge, _Inflater
+from evals_pipeline.core.extractors.capped import ResponseTooLarge, TrailingBytes, _Inflater
 
 BODY = json.dumps({"choices": [{"message": {"content": "x" * 500}}]}).encode()
 
@@ -67,6 +67,47 @@ def test_a_stream_cut_before_its_end_is_an_error(coding: str) -> None:
     body = gzip.compress(BODY) if coding == "gzip" else zlib.compress(BODY)
     with pytest.raises(zlib.error, match="cut short"):
         _inflate(coding, [body[: len(body) - 6]])
+
+
+def _bytewise(body: bytes) -> list[bytes]:
+    return [body[i : i + 1] for i in range(len(body))]
+
+
+@pytest.mark.parametrize("reads", [lambda body: [body], _bytewise], ids=["whole", "byte-by-byte"])
+@pytest.mark.parametrize(
+    "compress",
+    [gzip.compress, zlib.compress, _raw_deflate],
+    ids=["gzip", "deflate-zlib", "deflate-raw"],
+)
+def test_bytes_after_the_stream_end_are_an_error(
+    compress: Callable[[bytes], bytes], reads: Callable[[bytes], list[bytes]]
+) -> None:
+    """A body with bytes past its end marker is malformed; they had been dropped unseen."""
+    coding = "gzip" if compress is gzip.compress else "deflate"
+    with pytest.raises(TrailingBytes, match=f"follow the end of the {coding} stream"):
+        _inflate(coding, reads(compress(BODY) + b"<html>proxy error</html>"))
+
+
+@pytest.mark.parametrize("reads", [lambda body: [body], _bytewise], ids=["whole", "byte-by-byte"])
+def test_a_gzip_body_of_several_members_is_read_whole(
+    reads: Callable[[bytes], list[bytes]],
+) -> None:
+    """RFC 1952 lets members follow one another; each is inflated, as `gzip.decompress` does."""
+    body = gzip.compress(BODY[:100]) + gzip.compress(BODY[100:])
+    assert _inflate("gzip", reads(body)) == BODY
+
+
+def test_a_later_gzip_member_cut_short_is_an_error() -> None:
+    second = gzip.compress(BODY[100:])
+    with pytest.raises(zlib.error, match="cut short"):
+        _inflate("gzip", [gzip.compress(BODY[:100]) + second[: len(second) - 6]])
+    with pytest.raises(zlib.error, match="cut short"):  # no more than its first magic byte
+        _inflate("gzip", [gzip.compress(BODY[:100]) + b"\x1f"])
+
+
+def test_the_ceiling_counts_every_gzip_member() -> None:
+    with pytest.raises(ResponseTooLarge, match="decoded"):
+        _inflate("gzip", [gzip.compress(b" " * 600) * 2], limit=1_000)
 
 
 def test_an_empty_body_is_empty() -> None:

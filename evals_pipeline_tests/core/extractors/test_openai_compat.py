@@ -1123,3 +1123,15 @@ def test_a_gzip_body_cut_short_is_a_typed_failure(server: LoopbackLLMServer) -> 
     assert isinstance(failure, FailureRecord)
     assert failure.classification == "http_error"
     assert "cut short" in failure.raw_body, failure.raw_body
+
+
+def test_bytes_after_a_gzip_body_are_a_typed_failure(server: LoopbackLLMServer) -> None:
+    """A gzip reply followed by other bytes (a proxy's error page glued on): httpx's decoder
+    drops them unseen; here the reply is malformed, retried within the bound, then a failure."""
+    whole = _gzipped(_completion(ENTITIES))
+    glued = dataclasses.replace(whole, raw=whole.body + b"<html>502</html>")
+    server.enqueue(glued, glued, glued)
+    failure = _failure(_extractor(server)).failure
+    assert isinstance(failure, FailureRecord)
+    assert failure.classification == "http_error"
+    assert "follow the end of the gzip stream" in failure.raw_body, failure.raw_body
