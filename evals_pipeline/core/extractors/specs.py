@@ -124,6 +124,16 @@ def _continues_path(path: str, piece: str, base: Path | None) -> bool:
         return False
 
 
+def _path_continuation(path: str, items: list[str], base: Path | None) -> int:
+    """How many of the comma-split `items` after `path` are more of it (the fewest that
+    make a path `_continues_path` accepts), or 0: a name with several commas is found even
+    though none of its shorter prefixes exists."""
+    for taken in range(1, len(items) + 1):
+        if _continues_path(path, ",".join(items[:taken]), base):
+            return taken
+    return 0
+
+
 def parse_backend_spec(spec: str, base: Path | None = None) -> BackendSpec:
     """`KIND:NAME=VALUE,…`. `base`: where a relative path= is (the project file's folder);
     default, the working folder."""
@@ -137,13 +147,23 @@ def parse_backend_spec(spec: str, base: Path | None = None) -> BackendSpec:
     last = ""  # the parameter the previous item set
     if sep and not rest:
         raise BackendSpecError(spec, "nothing after ':'")
-    for item in rest.split(",") if rest else []:
+    items = rest.split(",") if rest else []
+    at = 0
+    while at < len(items):
+        item = items[at]
         name, eq, value = item.partition("=")
         name = name.strip()
-        if not eq and last == "path" and _continues_path(params["path"], item, base):
-            # A comma in a path (a project under /data/a,b/): not a parameter of its own.
-            params["path"] += f",{item}"
+        # A comma in a path (a project under /data/a,b/, `run,v2,final.jsonl`, even
+        # `a,model=b.jsonl` for a kind that takes no model): not a parameter of its own.
+        if (
+            last == "path"
+            and (not eq or name not in required | optional)
+            and (taken := _path_continuation(params["path"], items[at:], base))
+        ):
+            params["path"] += "," + ",".join(items[at : at + taken])
+            at += taken
             continue
+        at += 1
         if not eq:
             raise BackendSpecError(spec, f"parameter {item!r} is not NAME=VALUE")
         if name not in required | optional:

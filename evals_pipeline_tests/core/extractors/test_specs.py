@@ -231,6 +231,24 @@ def test_a_comma_in_a_file_name_that_exists_is_part_of_the_path(tmp_path: Path) 
     assert spec.params["path"] == str(tmp_path / "a,b.jsonl")
 
 
+def test_a_file_name_with_several_commas_is_one_path(tmp_path: Path) -> None:
+    """A name none of whose shorter prefixes exists had been cut at its second comma, and the
+    rest refused as "not NAME=VALUE"; so had a comma then `NAME=` that names no parameter."""
+    (tmp_path / "run,v2,final.jsonl").write_text("")
+    (tmp_path / "a,model=b.jsonl").write_text("")
+    (tmp_path / "x,y,z").mkdir()
+    spec = parse_backend_spec(f"cassette:path={tmp_path / 'run'},v2,final.jsonl")
+    assert spec.params["path"] == str(tmp_path / "run,v2,final.jsonl")
+    spec = parse_backend_spec(f"cassette:path={tmp_path / 'a'},model=b.jsonl")
+    assert spec.params["path"] == str(tmp_path / "a,model=b.jsonl")
+    uds = parse_backend_spec(f"oai-uds:path={tmp_path / 'x'},y,z/llm.sock,model=m")  # no socket yet
+    assert uds.params == {"path": str(tmp_path / "x,y,z" / "llm.sock"), "model": "m"}
+    with pytest.raises(BackendSpecError, match="unknown parameter 'model' for cassette"):
+        parse_backend_spec(f"cassette:path={tmp_path / 'run,v2,final.jsonl'},model=m")
+    with pytest.raises(BackendSpecError, match="'v3' is not NAME=VALUE"):
+        parse_backend_spec(f"cassette:path={tmp_path / 'run'},v3,final.jsonl")
+
+
 def test_a_project_under_a_folder_with_a_comma_loads(tmp_path: Path) -> None:
     from evals_pipeline.core.config import load_config
 
