@@ -26,7 +26,7 @@ from .credentials import (
     environment_proxy,
     environment_proxy_url,
 )
-from .redaction import redact_client_logs, redacted, without_userinfo
+from .redaction import redact_client_logs, redacted, reply_without_secrets, without_userinfo
 from .retries import Retryable, Tries, retry_after_seconds, retryable_status, with_retries
 from .specs import DEFAULT_MODELS, BackendSpec, url_problem
 
@@ -169,7 +169,8 @@ async def messages_call(
             ) from exc
         latency_ms = (time.perf_counter() - started) * 1000.0
         try:
-            return await _message_attempt(raw, body, label, max_tokens, latency_ms), body
+            reply = await _message_attempt(raw, body, label, max_tokens, latency_ms)
+            return reply_without_secrets(reply, body, cut)  # a proxy may echo the key in a 200
         except MalformedReply as exc:
             exc.body = redacted(exc.body, cut)
             raise

@@ -21,7 +21,7 @@ from ..models import Attempt, ChatRequest
 from .base import LoopBound, Reply, counted_reply
 from .capped import MAX_BODY_BYTES, CappedTransport, RefusedBody
 from .credentials import checked_key, credential_secrets, environment_proxy
-from .redaction import redact_client_logs, redacted
+from .redaction import redact_client_logs, redacted, reply_without_secrets
 from .retries import Retryable, Tries, retry_after_seconds, retryable_status, with_retries
 
 API_KEY_ENV = "EVALS_OAI_API_KEY"
@@ -215,7 +215,12 @@ class OpenAICompatTransport:
             if retryable_status(response.status_code):
                 raise Retryable(error, retry_after_seconds(response.headers))
             raise error
-        return Reply(attempt=self._attempt(body, request, latency_ms), raw_body=body)
+        try:
+            attempt = self._attempt(body, request, latency_ms)
+        except MalformedReply as exc:
+            exc.body = redacted(exc.body, self._secrets)  # a proxy may echo the key in a 200
+            raise
+        return Reply(*reply_without_secrets(attempt, body, self._secrets))
 
     async def _post(self, payload: dict[str, object]) -> httpx.Response:
         return await self._clients.get().post(self._url, json=payload)

@@ -1,7 +1,8 @@
 """Keeping credentials out of errors, error bodies, sidecars and logs.
 
 Shared by the live transports: whatever a provider, a proxy or a connection error says back is
-passed through `redacted` before it becomes a message or a failure record.
+passed through `redacted` before it becomes a message or a failure record, and a reply's text
+through `without_secrets` before it is recorded.
 """
 
 from __future__ import annotations
@@ -9,6 +10,10 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..models import Attempt
 
 # A URL in an error message, split so its user info and query string (where a key can hide) can
 # be dropped: aiohttp puts the request URL in some messages ("Connection timeout to host ...").
@@ -91,6 +96,28 @@ def redacted(text: str, secrets: Iterable[str | None]) -> str:
         if secret is not None and len(secret) >= SECRET_MIN_LEN:
             text = text.replace(secret, "***")
     return text
+
+
+def without_secrets(text: str, secrets: Iterable[str | None]) -> str:
+    """`text` with each known secret replaced by `***`, and nothing else changed: for a reply's
+    text, which is recorded and parsed, so its URLs are the model's to keep."""
+    for secret in secrets:
+        if secret is not None and len(secret) >= SECRET_MIN_LEN and secret in text:
+            text = text.replace(secret, "***")
+    return text
+
+
+def reply_without_secrets(
+    attempt: Attempt, body: str, secrets: Iterable[str | None]
+) -> tuple[Attempt, str]:
+    """A 200 reply as it may be kept: the attempt's text (recorded in a cassette) without any
+    secret, and the raw body (a failure record's, if it fails to parse) `redacted`. A proxy or
+    gateway may echo the request's headers, key and all, into a body that is not an error."""
+    secrets = tuple(secrets)
+    text = without_secrets(attempt.text, secrets)
+    if text is not attempt.text:
+        attempt = attempt.model_copy(update={"text": text})
+    return attempt, redacted(body, secrets)
 
 
 class UrlSecretsFilter(logging.Filter):

@@ -834,3 +834,37 @@ def test_the_judge_redacts_the_base_urls_basic_auth_too(server: LoopbackLLMServe
     with pytest.raises(TransportError) as err:
         run_sync(go)
     assert GATEWAY_BASIC not in (err.value.body or "") and "Basic ***" in (err.value.body or "")
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply(json={"echo": {"x-api-key": TEST_API_KEY}}),  # a 200 that is not a Message
+        _msg(f"I was called with {TEST_API_KEY}"),  # no JSON in the reply
+        _msg(f"key {TEST_API_KEY}", stop_reason="max_tokens"),  # cut off, and again
+    ],
+    ids=["not-a-message", "unparsed", "truncated"],
+)
+def test_a_200_body_that_echoes_the_key_reaches_no_sidecar(
+    server: LoopbackLLMServer, reply: Reply
+) -> None:
+    """A 200 that failed to parse, or was cut off, had gone into the failure record as
+    received, key and all."""
+    server.enqueue(reply, reply)
+    failure = _failure(_extractor(server, max_retries=0)).failure
+    assert TEST_API_KEY not in failure.raw_body and "***" in failure.raw_body
+
+
+def test_a_reply_that_echoes_the_key_is_recorded_without_it(
+    server: LoopbackLLMServer, tmp_path: Path
+) -> None:
+    """A reply's text is what a cassette keeps: a key echoed into it had been recorded."""
+    from evals_pipeline.core.cassettes.record import RecordingExtractor
+
+    leaked = json.loads(json.dumps(ENTITIES))
+    leaked["entities"][0]["summary"] = f"Called with {TEST_API_KEY}."
+    server.enqueue(_msg(leaked), _msg(EDGES))
+    cassette = tmp_path / "c.jsonl"
+    outcome = _extract(RecordingExtractor(_extractor(server), cassette))
+    assert outcome.result.entities[0].summary == "Called with ***."
+    assert TEST_API_KEY not in cassette.read_text()

@@ -1135,3 +1135,37 @@ def test_bytes_after_a_gzip_body_are_a_typed_failure(server: LoopbackLLMServer) 
     assert isinstance(failure, FailureRecord)
     assert failure.classification == "http_error"
     assert "follow the end of the gzip stream" in failure.raw_body, failure.raw_body
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        # A gateway's debug echo of the request, sent as a 200: not a chat completion.
+        Reply(json={"echo": {"authorization": f"Bearer {TEST_OAI_KEY}"}}),
+        _completion(f"I was called with Bearer {TEST_OAI_KEY}"),  # no JSON in the reply
+        _completion(f"Bearer {TEST_OAI_KEY}", finish_reason="length"),  # cut off, and again
+    ],
+    ids=["not-a-completion", "unparsed", "truncated"],
+)
+def test_a_200_body_that_echoes_the_key_reaches_no_sidecar(
+    server: LoopbackLLMServer, reply: Reply
+) -> None:
+    """Only error statuses' bodies had been redacted: a 200 that failed to parse, or was cut
+    off, went into the failure record (and the sidecar) as received, key and all."""
+    server.enqueue(reply, reply)
+    failure = _failure(_extractor(server, max_retries=0)).failure
+    assert isinstance(failure, FailureRecord)
+    assert TEST_OAI_KEY not in failure.raw_body and "***" in failure.raw_body
+
+
+def test_a_reply_that_echoes_the_key_is_recorded_without_it(
+    server: LoopbackLLMServer, tmp_path: Path
+) -> None:
+    """A reply's text is what a cassette keeps: a key echoed into it had been recorded."""
+    leaked = json.loads(json.dumps(ENTITIES))
+    leaked["entities"][0]["summary"] = f"Called with Bearer {TEST_OAI_KEY}."
+    server.enqueue(_completion(leaked), _completion(EDGES))
+    cassette = tmp_path / "c.jsonl"
+    outcome = _extract(RecordingExtractor(_extractor(server), cassette))
+    assert outcome.result.entities[0].summary == "Called with Bearer ***."
+    assert TEST_OAI_KEY not in cassette.read_text() and "Bearer ***" in cassette.read_text()
