@@ -216,7 +216,7 @@ async def _message_attempt(
             max_tokens=max_tokens,
             latency_ms=latency_ms,
         )
-    except (AttributeError, TypeError, ValueError) as exc:
+    except (AttributeError, TypeError, ValueError, OverflowError) as exc:  # Overflow: 1e400
         raise MalformedReply(f"{label} body is not a Message: {exc!r}", body=body) from exc
 
 

@@ -527,6 +527,8 @@ def test_an_error_body_that_echoes_the_key_is_redacted(server: LoopbackLLMServer
         b'{"content": null, "usage": null}',
         # A negative count had become negative tokens, and a negative cost, in the report.
         _msg(ENTITIES, input_tokens=-5).body,
+        # A count too large for an int had raised OverflowError, which stopped the whole run.
+        _msg(ENTITIES, input_tokens=12345).body.replace(b"12345", b"1e400"),
     ],
 )
 def test_a_broken_200_reply_is_malformed(server: LoopbackLLMServer, body: bytes) -> None:
