@@ -68,6 +68,13 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def valid_text(text: str) -> str:
+    """`text` with every lone surrogate replaced by U+FFFD: a reply's text as a transport
+    keeps it. A body's JSON may escape one (`"\\ud83d"`, half an emoji), and such a text
+    could be neither recorded nor cached, as invalid UTF-8 bytes in a body are decoded."""
+    return _valid_unicode(text) if _SURROGATE.search(text) is not None else text
+
+
 def _valid_unicode(value: Any) -> Any:
     """`value` with every lone surrogate in its strings replaced by U+FFFD."""
     if isinstance(value, str):

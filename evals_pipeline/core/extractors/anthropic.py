@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, MalformedReply, TransportError, exception_chain
 from ..models import Attempt, ChatRequest
+from ..parsing import valid_text
 from .base import LoopBound, Reply, counted_reply
 from .capped import MAX_BODY_BYTES, refused_body, sdk_capped_transport
 from .credentials import (
@@ -203,7 +204,7 @@ async def _message_attempt(
     # The SDK builds the Message without validating it, so a JSON body of the wrong shape
     # (no content, no usage) only fails here, and must still become a failure record.
     try:
-        text = "".join(block.text for block in message.content if block.type == "text")
+        text = valid_text("".join(b.text for b in message.content if b.type == "text"))
         # A gateway may leave usage out, as OpenAI-compatible servers may: 0, not a failure.
         usage = message.usage
         return Attempt(

@@ -18,6 +18,7 @@ from httpx_aiohttp import AiohttpTransport
 
 from ..errors import MalformedReply, TransportError, exception_chain
 from ..models import Attempt, ChatRequest
+from ..parsing import valid_text
 from .base import LoopBound, Reply, counted_reply
 from .capped import MAX_BODY_BYTES, CappedTransport, RefusedBody
 from .credentials import checked_key, credential_secrets, environment_proxy
@@ -229,7 +230,7 @@ class OpenAICompatTransport:
         try:
             data = json.loads(body)
             choice = data["choices"][0]
-            text = choice["message"]["content"] or ""
+            text = valid_text(choice["message"]["content"] or "")
             finish_reason = choice.get("finish_reason")
             usage = data.get("usage") or {}
             # Inside the try: a non-numeric usage count or a non-string content is malformed too.

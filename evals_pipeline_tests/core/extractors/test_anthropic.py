@@ -870,3 +870,18 @@ def test_a_reply_that_echoes_the_key_is_recorded_without_it(
     outcome = _extract(RecordingExtractor(_extractor(server), cassette))
     assert outcome.result.entities[0].summary == "Called with ***."
     assert TEST_API_KEY not in cassette.read_text()
+
+
+def test_a_lone_surrogate_in_a_reply_is_recorded_as_the_replacement_character(
+    server: LoopbackLLMServer, tmp_path: Path
+) -> None:
+    """Half an emoji escaped in the body's JSON (`\\ud83d`) decodes to text no UTF-8 file
+    holds: recording it had raised a pydantic serialisation error out of the run."""
+    from evals_pipeline.core.cassettes.record import RecordingExtractor
+
+    message = _msg(json.dumps(ENTITIES) + " \ud83d")  # after the JSON: in the text itself
+    server.enqueue(Reply(raw=json.dumps(message.json).encode()), _msg(EDGES))
+    cassette = tmp_path / "c.jsonl"
+    outcome = _extract(RecordingExtractor(_extractor(server), cassette))
+    assert [e.name for e in outcome.result.entities] == ["Alice", "Acme"]
+    assert ']} \ufffd"' in cassette.read_text(encoding="utf-8")  # the text as recorded

@@ -1169,3 +1169,17 @@ def test_a_reply_that_echoes_the_key_is_recorded_without_it(
     outcome = _extract(RecordingExtractor(_extractor(server), cassette))
     assert outcome.result.entities[0].summary == "Called with Bearer ***."
     assert TEST_OAI_KEY not in cassette.read_text() and "Bearer ***" in cassette.read_text()
+
+
+def test_a_lone_surrogate_in_a_reply_is_recorded_as_the_replacement_character(
+    server: LoopbackLLMServer, tmp_path: Path
+) -> None:
+    """A body's JSON may escape half an emoji (`\\ud83d`): the text it decodes to cannot be
+    written as UTF-8, and recording it had raised a pydantic serialisation error out of the
+    run after the calls were paid for."""
+    content = json.dumps(ENTITIES) + " \ud83d"  # after the JSON: the text itself holds it
+    server.enqueue(Reply(raw=json.dumps(_completion(content).json).encode()), _completion(EDGES))
+    cassette = tmp_path / "c.jsonl"
+    outcome = _extract(RecordingExtractor(_extractor(server), cassette))
+    assert [e.name for e in outcome.result.entities] == ["Alice", "Acme"]
+    assert ']} \ufffd"' in cassette.read_text(encoding="utf-8")  # the text as recorded
