@@ -7,7 +7,8 @@ non-fatal class and produces both.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping, Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
 from ..errors import (
@@ -53,11 +54,26 @@ class RecordingExtractor(Extractor):
         self.writer = CassetteWriter(path, unique=unique)
         self.sidecar = FailureSidecar(path, cap_bytes=sidecar_cap_bytes) if write_sidecar else None
 
-    def _sidecar(self, exc: ExtractionFailed) -> None:
-        if self.sidecar is not None and isinstance(exc.failure, FailureRecord):
-            self.sidecar.append(exc.failure)
+    async def _written(self, write: Callable[[], object], stats: object) -> None:
+        """`write()`, a write under the file's lock, with `stats` (the paid call's) on the
+        CassetteWriteError it may end in. Off the event loop for a network backend: another
+        process may hold the lock (a recording, a locked load), and the calls in flight must
+        not stall meanwhile, nor time out on replies that came."""
+        try:
+            if self.local:
+                write()
+            else:
+                await asyncio.to_thread(write)
+        except CassetteWriteError as exc:
+            exc.stats = stats  # the call was made and paid for: its requests count
+            raise
 
-    def _append(
+    async def _sidecar(self, exc: ExtractionFailed) -> None:
+        if self.sidecar is not None and isinstance(failure := exc.failure, FailureRecord):
+            sidecar = self.sidecar
+            await self._written(lambda: sidecar.append(failure), exc.stats)
+
+    async def _append(
         self,
         key: str,
         call_type: CallType,
@@ -74,30 +90,26 @@ class RecordingExtractor(Extractor):
             request=dict(request),
             response=CassetteResponse(transcript=outcome.transcript, result=result),
         )
-        try:
-            self.writer.append(record)
-        except CassetteWriteError as exc:
-            exc.stats = outcome.stats  # the call was made and paid for: its requests count
-            raise
+        await self._written(lambda: self.writer.append(record), outcome.stats)
 
     async def extract(self, episode: Episode, options: ExtractOptions) -> ExtractionOutcome:
         try:
             outcome = await self.inner.extract(episode, options)
         except ExtractionFailed as exc:
-            self._sidecar(exc)
+            await self._sidecar(exc)
             raise
         request: dict[str, object] = {"episode_name": episode.name, "ontology_mode": options.mode}
         request.update(extract_request(episode, options))
-        self._append(
+        await self._append(
             extract_key(episode, options),
             "extract",
             request,
             outcome,
             outcome.result.model_dump(mode="json"),
         )
-        if self.sidecar is not None:
-            for failure in outcome.failures:
-                self.sidecar.append(failure)
+        if (sidecar := self.sidecar) is not None and outcome.failures:
+            # Edge budgets exhausted: the record is written, and so are these.
+            await self._written(lambda: sidecar.extend(outcome.failures), outcome.stats)
         return outcome
 
     async def _classify(
@@ -110,9 +122,9 @@ class RecordingExtractor(Extractor):
         try:
             outcome = await outcome_coro
         except ExtractionFailed as exc:
-            self._sidecar(exc)
+            await self._sidecar(exc)
             raise
-        self._append(
+        await self._append(
             classify_key(call_type, items, types),
             call_type,
             classify_request(items, types),

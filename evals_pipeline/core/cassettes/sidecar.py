@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..models import FailureRecord
@@ -84,6 +85,10 @@ class FailureSidecar(JsonlAppender):
 
     def append(self, failure: FailureRecord) -> None:
         self._append((failure.model_dump_json() + "\n").encode("utf-8"), self._rotate_for)
+
+    def extend(self, failures: Iterable[FailureRecord]) -> None:
+        for failure in failures:
+            self.append(failure)
 
     def _rotate_for(self, fd: int, incoming: int) -> bool:
         """Under the sidecar's lock: move the full file to the next free number; True if moved.

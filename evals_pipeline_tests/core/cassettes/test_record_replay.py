@@ -492,3 +492,80 @@ def test_a_recording_target_in_a_folder_this_user_cannot_search_is_a_typed_error
     locked.mkdir(mode=0o700)
     with without_write_access(shared_folder), pytest.raises(CassetteNotAFile, match="cannot be"):
         check_record_target(locked / "rec.jsonl")
+
+
+def test_a_lock_held_elsewhere_stalls_no_call_in_flight(tmp_path: Path) -> None:
+    """Another process holds the cassette's lock (a locked load of it, say) while a recording
+    appends: the append had waited on the event loop's thread, so a call in flight whose reply
+    came in 0.4 s timed out at 1 s, to be sent (and paid for) again. Now only the append waits."""
+    import dataclasses
+    import subprocess
+    import sys
+
+    cassette = tmp_path / "c.jsonl"
+    cassette.touch()
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys, time; f = open(sys.argv[1], 'rb'); "
+            "fcntl.flock(f, fcntl.LOCK_SH); print('held', flush=True); time.sleep(2.5)",
+            str(cassette),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+
+    def responder(request):  # type: ignore[no-untyped-def]
+        reply = rules.openai_responder(request)
+        slow = "Grace" in (request.user_prompt or "")
+        return dataclasses.replace(reply, delay_s=0.4) if slow else reply
+
+    episodes = [
+        Episode(name="fast", body="Ada Lovelace met Charles Babbage."),
+        Episode(name="slow", body="Grace Hopper met Howard Aiken."),
+    ]
+    with LoopbackLLMServer("openai", responder=responder) as server:
+        transport = OpenAICompatTransport(
+            url=server.base_url, model="rules", timeout_s=1.0, max_retries=0
+        )
+        recorder = RecordingExtractor(TransportExtractor(transport), cassette)
+        runs = _run(recorder, episodes, ExtractOptions())
+    holder.wait()
+    assert [run.error for run in runs] == [None, None]
+    assert len(server.requests) == 4  # no call sent again
+    assert len(cassette.read_text().splitlines()) == 2
+
+
+def test_a_failed_sidecar_write_keeps_the_paid_requests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call that failed after 3 requests, whose failure record then met a full disk: the
+    CassetteWriteError had carried no stats, so the run's spend counted 0 requests."""
+    import errno
+
+    from evals_pipeline.core.cassettes import store
+    from evals_pipeline.core.cassettes.cache import CachingExtractor
+    from evals_pipeline.core.errors import CassetteWriteError
+
+    with LoopbackLLMServer("openai") as server:
+        server.enqueue(*[openai_error(500)] * 3)
+        transport = OpenAICompatTransport(
+            url=server.base_url, model="rules", max_retries=2, backoff_s=0.01, max_backoff_s=0.02
+        )
+        cassette = tmp_path / "c.jsonl"
+        recorder = RecordingExtractor(TransportExtractor(transport), cassette)
+        cached = CachingExtractor(recorder, tmp_path / "cache.jsonl", recording_to=cassette)
+
+        def full_disk(fd: int, data: bytes) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(store.os, "write", full_disk)
+        with pytest.raises(CassetteWriteError, match="No space left"):
+            _run(
+                cached,
+                [Episode(name="e", body="Ada Lovelace met Charles Babbage.")],
+                ExtractOptions(),
+            )
+    assert len(server.requests) == 3 and cached.requests == 3
