@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from pathlib import Path
 from typing import TypeVar
 
@@ -61,6 +62,7 @@ class JudgeCache:
             except OSError as exc:
                 raise InputFileError(self.path, f"cannot be read: {exc.strerror or exc}") from exc
         self._appender: JsonlAppender | None = None
+        self._opening = threading.Lock()  # `put` runs in worker threads: one appender
 
     def _load(self) -> None:
         """Every entry; a later one for a key replaces an earlier (the client appends one only
@@ -103,7 +105,8 @@ class JudgeCache:
         entry = JudgeCacheEntry(
             key=key, prompt_name=prompt_name, model=model, timestamp=rfc3339_now(), text=text
         )
-        if self._appender is None:
-            self._appender = JsonlAppender(self.path)
+        with self._opening:
+            if self._appender is None:
+                self._appender = JsonlAppender(self.path)
         self._appender.append_model(entry)
         self._entries[key] = entry

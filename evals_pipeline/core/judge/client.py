@@ -95,6 +95,8 @@ class JudgeClient:
             del flights[key]
 
     async def _call(self, key: str, prompt_name: str, system: str, user: str, shape: type[V]) -> V:
+        # The slot is held until the verdict is cached: a cache that cannot be written stops
+        # the judging before the next call (its write, off the loop, lets other tasks run).
         async with self._gates.get():
             if self._stopped is not None:
                 raise self._stopped
@@ -110,20 +112,21 @@ class JudgeClient:
                 max_retries=self._max_retries,
                 secrets=self._secrets,
             )
-        if attempt.truncated or attempt.finish_reason in NOT_AN_ANSWER:
-            # Not a verdict: cached, it would be read back as a malformed one on every run.
-            raise MalformedReply(
-                f"judge reply stopped at {attempt.finish_reason!r}, not a whole verdict", body=body
-            )
-        verdict, _status = parse_structured(attempt.text, shape)
-        if verdict is None:
-            raise MalformedReply(f"judge reply is not a {shape.__name__} verdict", body=body)
-        try:
-            self.cache.put(key, prompt_name, self.model, attempt.text)
-        except CassetteWriteError as exc:
-            self._stopped = exc
-            raise
-        return verdict
+            if attempt.truncated or attempt.finish_reason in NOT_AN_ANSWER:
+                # Not a verdict: cached, it would be read back as a malformed one on every run.
+                raise MalformedReply(
+                    f"judge reply stopped at {attempt.finish_reason!r}, not a whole verdict",
+                    body=body,
+                )
+            verdict, _status = parse_structured(attempt.text, shape)
+            if verdict is None:
+                raise MalformedReply(f"judge reply is not a {shape.__name__} verdict", body=body)
+            try:  # off the loop: another process may hold the cache's lock
+                await asyncio.to_thread(self.cache.put, key, prompt_name, self.model, attempt.text)
+            except CassetteWriteError as exc:
+                self._stopped = exc
+                raise
+            return verdict
 
     async def aclose(self) -> None:
         await self._clients.aclose(lambda c: c.close())

@@ -322,3 +322,52 @@ def test_one_prompt_asked_twice_at_once_is_one_call(tmp_path: Path) -> None:
         verdicts = run_sync(go)
     assert [v.winner for v in verdicts] == ["tie"] * 3
     assert (len(server.requests), client.calls, client.hits, len(client.cache)) == (1, 1, 2, 1)
+
+
+def test_a_judge_cache_locked_elsewhere_stalls_no_call_in_flight(tmp_path: Path) -> None:
+    """Another process holds the judge cache's lock (a multiprocess run's other judging step)
+    while a verdict is cached: the write had waited on the event loop's thread, so a call in
+    flight whose reply came in 0.4 s timed out at 1 s. Now only the write waits."""
+    import dataclasses
+    import subprocess
+    import sys
+
+    from evals_pipeline.core.judge.reference import MatchesVerdict
+
+    cache = tmp_path / "j.jsonl"
+    cache.touch()
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys, time; f = open(sys.argv[1], 'rb'); "
+            "fcntl.flock(f, fcntl.LOCK_SH); print('held', flush=True); time.sleep(2.5)",
+            str(cache),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+
+    def responder(request):  # type: ignore[no-untyped-def]
+        reply = anthropic_message('{"matches": [[1, 1]]}')
+        return dataclasses.replace(reply, delay_s=0.4) if "slow" in request.user_prompt else reply
+
+    with LoopbackLLMServer("anthropic", responder=responder) as server:
+        client = JudgeClient(
+            JudgeCache(cache), api_key=TEST_API_KEY, base_url=server.base_url, timeout_s=1.0
+        )
+
+        async def go() -> list[MatchesVerdict]:
+            try:
+                return await asyncio.gather(
+                    client.judge("p", "s", "fast", MatchesVerdict),
+                    client.judge("p", "s", "slow", MatchesVerdict),
+                )
+            finally:
+                await client.aclose()
+
+        verdicts = run_sync(go)
+    holder.wait()
+    assert [v.matches for v in verdicts] == [[(1, 1)], [(1, 1)]]
+    assert len(server.requests) == 2 and len(cache.read_text().splitlines()) == 2
