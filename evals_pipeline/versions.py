@@ -1,13 +1,18 @@
-"""Code versions of the assets that read files Dagster does not see, so the UI's staleness
-(and "Materialize stale") follows an edit of the corpus, the ontology, a prompt, a cassette,
-the prices or the golden set.
+"""Code versions of the assets, so the UI's staleness (and "Materialize stale") follows an edit
+of the files Dagster does not see: the corpus, the ontology, a prompt, a cassette, the prices,
+the golden set, the gold corpora, and the project file's settings the assets read.
 
-Dagster marks an asset stale when its code version changes, and everything downstream with it.
-The inputs here are files, not code: each version is a digest of what the asset reads, taken
-when the definitions load (a new CLI process, or "Reload definitions" in `dagster dev`). A
-version is per asset, not per partition: one backend's edited cassette marks every extraction
-partition stale, which over-reports, never under-reports. Re-materialising a stale partition
-whose inputs did not change for it still makes no call: the caches answer (see the README).
+Dagster marks an asset stale when its own code version changes, not when an asset upstream of
+it is stale: a dependent goes stale only once that upstream is materialised again. So each
+version here folds in the versions of the assets upstream of it, and one edit marks the asset
+that reads the file and everything downstream stale at once, for a single "Materialize stale".
+
+The inputs are files, not code: each version is a digest of what is read (contents, never
+where the checkout is: a clone elsewhere, or CI's fresh path, is not an edit), taken when the
+definitions load (a new CLI process, or "Reload definitions" in `dagster dev`). A version is
+per asset, not per partition: one backend's edited cassette marks every extraction partition
+stale, which over-reports, never under-reports. Re-materialising a stale partition whose
+inputs did not change for it still makes no call: the caches answer (see the README).
 """
 
 from __future__ import annotations
@@ -33,19 +38,27 @@ def _version(parts: Iterable[object]) -> str:
 
 
 def _files(paths: Iterable[Path | str | None]) -> list[object]:
-    """Each path with its contents' digests (None where it is missing: the run says why)."""
-    return [(str(p), contents_key(p)) for p in paths if p is not None]
+    """Each file's contents' digests (a folder's with the names inside it; None where it is
+    missing: the run says why), in the order given."""
+    return [contents_key(p) if p is not None else None for p in paths]
 
 
 def _cassettes(specs: dict[str, str]) -> list[object]:
-    """Each backend's spec, and the digest of the cassette it replays. Not of a cassette it
-    records into: the step writes that itself, and each recording run had marked its own
-    extractions stale."""
+    """Each backend's name and spec, with the cassette it replays by contents, not by path.
+    Not a cassette it records into: the step writes that itself, and each recording run had
+    marked its own extractions stale."""
     from .core.extractors.specs import parse_backend_spec
 
     out: list[object] = []
     for name, raw in sorted(specs.items()):
-        out += [name, raw, *_files([parse_backend_spec(raw).cassette_path])]
+        spec = parse_backend_spec(raw)
+        cassette = spec.cassette_path
+        params = sorted(
+            (key, value)
+            for key, value in spec.params.items()
+            if not (key == "path" and cassette is not None)
+        )
+        out += [name, spec.kind, params, *_files([cassette])]
     return out
 
 
@@ -57,22 +70,54 @@ def corpus_version(config: EvalsConfig) -> str:
 
 
 def extraction_version(config: EvalsConfig) -> str:
-    """What answers the extractions: every backend's spec and cassette."""
-    return _version(_cassettes(config.backends))
+    """What answers the extractions: every backend's spec and cassette, over the corpus."""
+    return _version([corpus_version(config), *_cassettes(config.backends)])
+
+
+def plan_version(config: EvalsConfig) -> str:
+    """The plan and its guards: the extractions' inputs, the recording targets, the judge."""
+    targets = sorted((name, Path(path).name) for name, path in config.record_cassette.items())
+    return _version([extraction_version(config), targets, _judge(config)])
+
+
+def scores_version(config: EvalsConfig) -> str:
+    """Scores against the reference; the prices a cost is computed at."""
+    return _version([extraction_version(config), config.reference, *_files([config.prices])])
+
+
+def judging_version(config: EvalsConfig) -> str:
+    """Judged against the reference, by the judge model in its mode. Not the judge cache: the
+    judging steps write it themselves."""
+    return _version([extraction_version(config), config.reference, _judge(config)])
+
+
+def comparison_version(config: EvalsConfig) -> str:
+    """Every backend's extractions side by side with the reference's."""
+    return _version([extraction_version(config), config.reference])
+
+
+def report_version(config: EvalsConfig) -> str:
+    """A mode's report (and the matrix over them): everything it is assembled from."""
+    return _version(
+        [scores_version(config), judging_version(config), plan_version(config), config.modes]
+    )
 
 
 def gold_version(config: EvalsConfig) -> str:
     """The gold corpora, their cases' schemas included."""
     from .core.bench.gold import gold_inputs
 
-    paths = [p for _, path in sorted(config.bench.corpora.items()) for p in gold_inputs(path)]
-    return _version([config.bench.split, *_files(paths)])
+    corpora = sorted(config.bench.corpora.items())
+    return _version([config.bench.split, *[(n, _files(gold_inputs(path))) for n, path in corpora]])
 
 
 def bench_version(config: EvalsConfig) -> str:
-    """What answers the bench: its backends' specs and cassettes, and the prompts."""
+    """What answers the bench: its backends' specs and cassettes, and the prompts, over the
+    gold corpora; its report's mode."""
     cassettes = _cassettes(config.bench_backends)
-    return _version([*cassettes, *_files([_PROMPTS])])
+    return _version(
+        [gold_version(config), *cassettes, *_files([_PROMPTS]), config.bench.ontology_mode]
+    )
 
 
 def golden_version(config: EvalsConfig) -> str:
@@ -84,6 +129,5 @@ def golden_version(config: EvalsConfig) -> str:
     return _version([*_files(paths), prompt_fingerprint()])
 
 
-def scores_version(config: EvalsConfig) -> str:
-    """The prices a cost is computed at."""
-    return _version(_files([config.prices]))
+def _judge(config: EvalsConfig) -> object:
+    return (config.judge.model, config.judge.mode)

@@ -138,3 +138,82 @@ def test_an_edited_webnlg_category_ontology_changes_the_gold_version(tmp_path: P
     ontology = tmp_path / "webnlg" / "ontologies" / "Airport.yaml"
     ontology.write_text(ontology.read_text().replace("The city", "The town"))
     assert gold_version(config) != before
+
+
+PROSE_ASSETS = {
+    "corpus": "strict",
+    "run_plan": "strict",
+    "extractions": "rules|strict",
+    "scores": "rules|strict",
+    "judge_verdicts": "rules|strict",
+    "reference_comparison": "strict",
+    "pairwise_tallies": "strict",
+    "report": "strict",
+    "mode_matrix_report": None,
+}
+
+
+def _statuses(config, instance: DagsterInstance) -> dict[str, StaleStatus]:  # type: ignore[no-untyped-def]
+    graph = build_definitions(config).resolve_asset_graph()
+    resolver = CachingStaleStatusResolver(instance, graph, LoadingContextForTest(instance))
+    return {
+        asset: resolver.get_status(AssetKey(asset), partition)
+        for asset, partition in PROSE_ASSETS.items()
+    }
+
+
+def test_an_edited_cassette_marks_everything_downstream_stale_at_once(tmp_path: Path) -> None:
+    """Dagster marks stale only the asset whose own version changed: the scores, judging and
+    reports below an edited cassette had stayed FRESH (the UI showed reports built from the old
+    cassette as fresh), and each "Materialize stale" had reached one layer further down."""
+    from evals_pipeline.materialize import materialize_all
+
+    cassette = tmp_path / "rules.jsonl"
+    cassette.write_bytes(RULES.read_bytes())
+    backends = {"oracle": "oracle", "rules": f"cassette:path={cassette}"}
+    config = make_config(tmp_path, backends, modes=("strict",), claims_gate=False)
+    with DagsterInstance.ephemeral() as instance:
+        assert materialize_all(config, instance, quiet=True).success
+        assert set(_statuses(config, instance).values()) == {StaleStatus.FRESH}
+        cassette.write_text(cassette.read_text().replace('"Person"', '"Human"', 1))
+        statuses = _statuses(config, instance)
+        assert statuses.pop("corpus") == StaleStatus.FRESH  # upstream of the cassette
+        assert statuses == dict.fromkeys(statuses, StaleStatus.STALE)
+        assert materialize_all(config, instance, quiet=True).success  # one pass freshens them all
+        assert set(_statuses(config, instance).values()) == {StaleStatus.FRESH}
+
+
+def test_a_version_does_not_depend_on_where_the_checkout_is(tmp_path: Path) -> None:
+    """Every file had been hashed with its absolute path: the same files in another clone (a
+    moved checkout, CI's fresh path) had marked every versioned asset stale."""
+    import shutil
+
+    from evals_pipeline import versions
+    from evals_pipeline.core.config import BenchConfig
+    from evals_pipeline_tests.pipeline_fixtures import ONTOLOGY, REPO
+
+    def project(root: Path) -> dict[str, str]:
+        shutil.copytree(REPO / "corpus", root / "corpus")
+        shutil.copy(ONTOLOGY, root / "ontology.yaml")
+        backends = {
+            "oracle": "oracle",
+            "rules": f"cassette:path={root / 'corpus' / 'cassettes' / 'rules.jsonl'}",
+        }
+        bench = BenchConfig(corpora={"cases": root / "corpus" / "cases"})
+        config = make_config(
+            root,
+            backends,
+            corpus=root / "corpus" / "prose" / "chunks.jsonl",
+            ontology=root / "ontology.yaml",
+            golden_dir=root / "corpus" / "golden",
+            bench=bench,
+        )
+        return {
+            name: getattr(versions, name)(config)
+            for name in dir(versions)
+            if name.endswith("_version") and not name.startswith("_")
+        }
+
+    here, there = project(tmp_path / "a"), project(tmp_path / "elsewhere" / "b")
+    assert here == there
+    assert len(here) == 10  # every asset version, the layered ones included

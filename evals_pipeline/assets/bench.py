@@ -164,6 +164,7 @@ def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         partitions_def=golds,
         io_manager_key="json_io",
         group_name="bench",
+        code_version=bench_version(config),
         ins={"bench_runs": AssetIn(partition_mapping=BY_GOLD)},
         check_specs=[
             partition_check(

@@ -58,7 +58,7 @@ def build_claims_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             },
         )
 
-    @asset(io_manager_key="json_io", group_name=CLAIMS_GROUP)
+    @asset(io_manager_key="json_io", group_name=CLAIMS_GROUP, code_version=golden_version(config))
     def claim_extractions(golden_set: dict[str, Any]) -> Output[dict[str, Any]]:
         """ClaimExtractor over each example's recording; stale or missing ones are not replayed."""
         replay = replay_golden_set(GoldenSet.from_dict(golden_set))
@@ -80,6 +80,7 @@ def build_claims_assets(config: EvalsConfig) -> list[AssetsDefinition]:
     @asset(
         io_manager_key="json_io",
         group_name=CLAIMS_GROUP,
+        code_version=golden_version(config),
         check_specs=[
             AssetCheckSpec(
                 CLAIMS_GATE,

@@ -30,7 +30,7 @@ from ..core.preflight import check_prose_inputs
 from ..core.tables import episodes_table, table_episodes
 from ..partitions import mode_partitions, partition_check
 from ..resources import EvalsResource
-from ..versions import corpus_version
+from ..versions import corpus_version, plan_version
 
 PLAN_GUARDS = (
     "cassette_integrity",
@@ -98,6 +98,7 @@ def build_corpus_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         partitions_def=modes,
         io_manager_key="json_io",
         group_name="inputs",
+        code_version=plan_version(config),
         check_specs=[
             partition_check(
                 name, "run_plan", modes, blocking=True, description=GUARD_DESCRIPTIONS[name]

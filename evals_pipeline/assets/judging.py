@@ -39,6 +39,7 @@ from ..partitions import (
     split_key,
 )
 from ..resources import EvalsResource
+from ..versions import judging_version
 from .spend import spend_before_failure
 
 VERDICT_COLUMNS = ["chunk", "axis", "tp", "fp", "fn", "error", "model"]
@@ -101,6 +102,7 @@ def build_judging_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         partitions_def=extraction_partitions(config),
         io_manager_key="parquet_io",
         group_name="judging",
+        code_version=judging_version(config),
         ins={
             "extractions": AssetIn(
                 partition_mapping=ALL_BACKENDS_SAME_MODE, input_manager_key=DEFERRED
@@ -179,6 +181,7 @@ def build_judging_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         partitions_def=mode_partitions(config),
         io_manager_key="json_io",
         group_name="judging",
+        code_version=judging_version(config),
         ins={
             "extractions": AssetIn(partition_mapping=BY_MODE, input_manager_key=DEFERRED),
             "corpus": AssetIn(input_manager_key=DEFERRED),

@@ -32,6 +32,7 @@ from ..core.scoring.strict import AXES, score_keys, table_keys
 from ..core.tables import same_graphs
 from ..partitions import BY_MODE, fan_in, mode_partitions, partition_check, split_key
 from ..resources import EvalsResource
+from ..versions import comparison_version, report_version
 
 FRESH_GUARD = "fresh_recordings_distinct"
 DISTINCT_OUTPUTS = "distinct_outputs"
@@ -48,6 +49,7 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         partitions_def=modes,
         io_manager_key="json_io",
         group_name="reports",
+        code_version=comparison_version(config),
         ins={"extractions": AssetIn(partition_mapping=BY_MODE)},
         check_specs=[
             partition_check(
@@ -130,6 +132,7 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         partitions_def=modes,
         io_manager_key="json_io",
         group_name="reports",
+        code_version=report_version(config),
         ins={
             "scores": AssetIn(partition_mapping=BY_MODE),
             "judge_verdicts": AssetIn(partition_mapping=BY_MODE),
@@ -181,7 +184,12 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         metadata["report"] = MetadataValue.md(markdown)
         return Output(built, metadata=metadata)
 
-    @asset(io_manager_key="json_io", group_name="reports", ins={"report": AssetIn()})
+    @asset(
+        io_manager_key="json_io",
+        group_name="reports",
+        code_version=report_version(config),
+        ins={"report": AssetIn()},
+    )
     def mode_matrix_report(
         context: AssetExecutionContext,
         evals: EvalsResource,
