@@ -228,14 +228,17 @@ def _check_url(spec: str, url: str) -> None:
 
 def _check_number(spec: str, name: str, value: str) -> None:
     """`timeout=`: seconds, above 0 and at most an hour; `retries=`: a whole number, 0 to 10."""
+    # ASCII only: str.isdigit() is true of '²', which int() refuses (a traceback), and float()
+    # takes '٣' and '1_0', which nobody means as a count of seconds.
+    plain = value.isascii() and "_" not in value
     if name == "timeout":
         try:
-            ok = 0.0 < float(value) <= 3600.0  # False for nan; inf is over the hour
+            ok = plain and 0.0 < float(value) <= 3600.0  # False for nan; inf is over the hour
         except ValueError:
             ok = False
         rule = "a number of seconds above 0 and at most 3600"
     else:
-        ok = value.isdigit() and int(value) <= 10
+        ok = plain and value.isdigit() and int(value) <= 10
         rule = "a whole number from 0 to 10"
     if not ok:
         raise BackendSpecError(spec, f"{name}={value!r} must be {rule}")

@@ -44,6 +44,10 @@ def test_reference_specs_parse(spec: str, kind: str, params: dict[str, str]) -> 
         ("anthropic:timeout=inf", "timeout='inf' must be"),
         ("oai-uds:path=s,retries=-1", "retries='-1' must be a whole number from 0 to 10"),
         ("oai-uds:path=s,retries=11", "retries='11' must be"),
+        # A digit int() refuses ('²' passes str.isdigit) had raised ValueError, a traceback.
+        ("oai-uds:path=s,retries=\u00b2", "retries='\u00b2' must be a whole number"),
+        ("oai-uds:path=s,retries=\u0663", "retries='\u0663' must be"),  # Arabic-Indic 3
+        ("anthropic:timeout=1_0", "timeout='1_0' must be"),
         ("cassette:path=c.jsonl,timeout=5", "unknown parameter 'timeout' for cassette"),
     ],
 )
