@@ -19,6 +19,28 @@ from .core.errors import EvalsError
 from .core.files import refuse_overwrite
 from .core.reports.files import write_text_atomic
 
+# A bootstrap's interval settles long before this; each resample holds a row of sums, so a
+# mistyped count (10**11) had died allocating terabytes.
+MAX_RESAMPLES = 1_000_000
+
+
+def _resamples(text: str) -> int:
+    value = positive_int(text)
+    if value > MAX_RESAMPLES:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_RESAMPLES:,}, got {value:,}")
+    return value
+
+
+def _seed(text: str) -> int:
+    """A bootstrap seed: a whole number of at least 0 (numpy refuses a negative one)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
 
 def main(argv: Sequence[str]) -> int:
     p = argparse.ArgumentParser(prog="evals-pipeline compare", description=__doc__)
@@ -31,8 +53,8 @@ def main(argv: Sequence[str]) -> int:
         action="store_true",
         help="pair on case and source id alone (asserts the cases did not change)",
     )
-    p.add_argument("--resamples", type=positive_int, default=10_000)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--resamples", type=_resamples, default=10_000)
+    p.add_argument("--seed", type=_seed, default=0)
     p.add_argument(
         "--json", type=output_file, metavar="PATH", help="also write the comparison as JSON"
     )

@@ -33,3 +33,24 @@ def test_a_report_of_the_wrong_shape_is_named_by_its_file(
     err = capsys.readouterr().err
     assert "evals-pipeline compare: error: run a: 'rows' must be a non-empty object" in err
     assert f"(run a is {a}, run b is {b})" in err
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "said"),
+    [
+        # numpy's "expected non-negative integer" had come out as a traceback (exit 1).
+        ("--seed", "-1", "argument --seed: must be at least 0, got -1"),
+        # A row of sums a resample: 10**11 had died allocating 8 TiB.
+        ("--resamples", "100000000000", "must be at most 1,000,000, got 100,000,000,000"),
+        ("--resamples", "0", "must be at least 1, got 0"),
+    ],
+)
+def test_a_seed_or_resample_count_the_bootstrap_cannot_take_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str, said: str
+) -> None:
+    a = tmp_path / "a.json"
+    a.write_text("{}")
+    with pytest.raises(SystemExit) as exit_:
+        main(["compare", str(a), str(a), flag, value])
+    assert exit_.value.code == 2
+    assert said in capsys.readouterr().err
