@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, NoReturn
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from ..errors import InputFileError
 from ..files import (
@@ -49,8 +49,9 @@ class _Strict(BaseModel):
 class _CaseFile(_Strict):
     description: str = Field(min_length=1)
     schema_files: tuple[str, ...] = Field(alias="schema", min_length=1)
-    budget: int | None = Field(default=None, ge=1)
-    recast: bool = False
+    # Strict, as the project file's counts: YAML's `true` or `"3"` had loaded as a budget.
+    budget: StrictInt | None = Field(default=None, ge=1)
+    recast: StrictBool = False
 
 
 class _EpisodeLine(_Strict):
@@ -64,9 +65,9 @@ class _Vertex(_Strict):
     name: str = Field(min_length=1)
     quote: str = Field(min_length=1)
     properties: dict[str, PropertyValue] = Field(default_factory=dict)
-    mention: bool = False
+    mention: StrictBool = False
     # property -> index of the context item that states it (identity values only).
-    from_context: dict[str, int] = Field(default_factory=dict)
+    from_context: dict[str, StrictInt] = Field(default_factory=dict)
 
 
 class _Edge(_Strict):
@@ -210,7 +211,26 @@ def _hash(entries: Iterable[tuple[str, bytes]]) -> str:
 
 
 def _case_dirs(root: Path) -> list[Path]:
-    return sorted(p.parent for p in root.glob("*/*/case.yaml"))
+    """Every case folder, `family/instance/` holding a case.yaml. A folder at that depth
+    without one (a `case.yml`, a case nested a level too deep) or a case.yaml a level too
+    shallow is an error: such a case had been left out without a word, and a split naming it
+    said "unknown case"."""
+
+    def folders(path: Path) -> list[Path]:
+        return sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+    found = []
+    for family in folders(root):
+        if (family / "case.yaml").exists():
+            raise InputFileError(
+                family / "case.yaml", "a case is a folder in its family's: family/instance/"
+            )
+        for case in folders(family):
+            if not (case / "case.yaml").is_file():
+                held = ", ".join(sorted(p.name for p in case.iterdir())) or "nothing"
+                raise InputFileError(case, f"a case folder without a case.yaml (it holds {held})")
+            found.append(case)
+    return found
 
 
 def corpus_digest(root: Path | str, schema_dir: Path | str | None = None) -> str:

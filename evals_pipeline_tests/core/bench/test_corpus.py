@@ -256,3 +256,39 @@ def test_an_episode_with_nothing_under_it_is_named(tmp_path: Path) -> None:
     with pytest.raises(InputFileError, match="should be a mapping of fields") as err:
         load_bench_corpus(write_corpus(tmp_path, expected_yaml={"ep-1": None}))
     assert (err.value.path.name, err.value.field) == ("expected.yaml", "ep-1")
+
+
+@pytest.mark.parametrize(
+    ("value", "field"),
+    [("budget", True), ("budget", "3"), ("budget", 2.0), ("recast", "yes"), ("recast", 1)],
+)
+def test_a_case_count_or_flag_of_another_type_is_refused(
+    tmp_path: Path, value: str, field: Any
+) -> None:
+    """`budget: true` had loaded as a budget of 1, and `recast: "yes"` as true."""
+    case = {"description": "x", "schema": ["mini.yaml"], value: field}
+    with pytest.raises(InputFileError) as err:
+        load_bench_corpus(write_corpus(tmp_path, case=case))
+    assert (err.value.path.name, err.value.field) == ("case.yaml", value)
+
+
+def test_a_case_folder_without_its_case_file_is_named(tmp_path: Path) -> None:
+    """A misnamed case.yml, or a case nested a level too deep, had been left out unseen."""
+    root = write_corpus(tmp_path)
+    shutil.copytree(root / "mini" / "rail", root / "mini" / "tram")
+    (root / "mini" / "tram" / "case.yaml").rename(root / "mini" / "tram" / "case.yml")
+    with pytest.raises(InputFileError, match=r"without a case\.yaml") as err:
+        load_bench_corpus(root)
+    assert err.value.path == root / "mini" / "tram"
+    assert "case.yml, episodes.jsonl, expected.yaml" in err.value.problem
+    shutil.rmtree(root / "mini" / "tram")
+    (root / "mini" / "bus" / "deep").mkdir(parents=True)
+    shutil.copy(root / "mini" / "rail" / "case.yaml", root / "mini" / "bus" / "deep")
+    with pytest.raises(InputFileError, match=r"without a case\.yaml") as err:
+        load_bench_corpus(root)
+    assert err.value.path == root / "mini" / "bus"
+    shutil.rmtree(root / "mini" / "bus")
+    shutil.copy(root / "mini" / "rail" / "case.yaml", root / "mini")
+    with pytest.raises(InputFileError, match="family/instance/") as err:
+        load_bench_corpus(root)
+    assert err.value.path == root / "mini" / "case.yaml"
