@@ -411,10 +411,13 @@ def _check_backends(
     `prefix`, e.g. `bench.backends.NAME`). A project file's relative paths are its folder's."""
     base = source.parent if isinstance(source, Path) else None
     for name, spec in backends.items():
+        field = f"{prefix}backends.{name}"
+        if (problem := check_name(name)) is not None:  # the key as written: `rules ` had passed
+            raise InputFileError(source, f"backend {problem}", field=field)
         try:
             parse_named_backend(f"{name}={spec}", base)
         except BackendSpecError as exc:
-            raise InputFileError(source, exc.problem, field=f"{prefix}backends.{name}") from None
+            raise InputFileError(source, exc.problem, field=field) from None
     for name in record_cassette:
         if name not in backends:
             raise InputFileError(

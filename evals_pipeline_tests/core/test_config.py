@@ -100,6 +100,11 @@ def test_asset_storage_resolves_against_the_file_unless_it_is_a_url(tmp_path: Pa
         ("backends: {a: oracle}\nreference: a\njudge: {model: null, cache: null}\n",
          "judge.model", "valid string"),
         ("backends: {a: null, b: null}\nreference: a\n", "backends.a", "valid string"),
+        # The key as written: trimmed first, `rules ` had passed, and became a partition key.
+        ("backends: {'a ': oracle}\nreference: 'a '\n", "backends.a ", "must be letters"),
+        ('backends: {"a\\n": oracle}\nreference: "a\\n"\n', "backends.a\n", "must be letters"),
+        ("backends: {a: oracle}\nreference: a\nbench: {backends: {' b': oracle}}\n",
+         "bench.backends. b", "must be letters"),
     ],
 )  # fmt: skip
 def test_bad_config_names_the_field(tmp_path: Path, text: str, field: str, problem: str) -> None:

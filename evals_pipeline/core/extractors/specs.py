@@ -247,7 +247,7 @@ def _check_number(spec: str, name: str, value: str) -> None:
 def check_name(name: str) -> str | None:
     """Why `name` cannot be a backend or gold-corpus name (a partition key and a folder), or
     None: letters, digits, '_', '-' or '.', starting with a letter or digit."""
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):  # (match's `$` lets a trailing newline through)
         return (
             f"name {name!r} must be letters, digits, '_', '-' or '.', starting with a letter or "
             "digit"
