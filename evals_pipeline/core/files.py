@@ -276,6 +276,10 @@ def line_problem(error: ErrorDetails, raw: bytes) -> str:
         return f"{field_path(tuple(error['loc']))}: {error['msg']}"
     if raw.startswith(b"\xef\xbb\xbf"):
         return "Unexpected UTF-8 BOM: save the file as UTF-8 without a byte-order mark"
+    try:  # pydantic reads bytes that are not UTF-8 as "expected value" or the like
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"not UTF-8 text (byte {exc.start} of the line)"
     return error["msg"]
 
 

@@ -369,6 +369,8 @@ def test_non_utf8_cassette_bytes_are_a_corrupt_line(
     with pytest.raises(CassetteCorrupt) as err:
         load_cassette(cassette)
     assert err.value.line == 2
+    # Said so: pydantic's own words for such bytes are about JSON ("expected value" and such).
+    assert "not UTF-8 text (byte 9 of the line)" in err.value.problem
 
 
 RULES = Path(__file__).parents[3] / "corpus" / "cassettes" / "rules.jsonl"
