@@ -216,10 +216,12 @@ _READ_BLOCK = 1 << 20
 
 
 def _whole_lines(fd: int, start: int, end: int) -> Iterator[bytes]:
-    """The whole lines (each with its newline) of bytes `start`..`end` of `fd`, read a block at
-    a time: a big cassette is not read into memory at once (nor cut short by one `pread`'s
-    2 GiB limit). A last line without its newline is not yielded (a torn tail was set aside
-    before this is asked, so none is there)."""
+    """The lines (each with its newline) of bytes `start`..`end` of `fd`, read a block at a
+    time: a big cassette is not read into memory at once (nor cut short by one `pread`'s 2 GiB
+    limit). A last line without its newline is yielded too: a torn tail was set aside before
+    this is asked, so it is a whole record short of its newline only (a write cut just
+    before it), which loading serves; a unique writer had missed its key and written it
+    again, and the file then failed to load."""
     pending: list[bytes] = []  # the start of a line that runs past the blocks read so far
     at = start
     while at < end:
@@ -238,6 +240,8 @@ def _whole_lines(fd: int, start: int, end: int) -> Iterator[bytes]:
         yield from data[:cut].splitlines(keepends=True)
         if cut < len(data):
             pending.append(data[cut:])
+    if pending:
+        yield b"".join(pending)
 
 
 def _line_key(raw: bytes) -> str | None:

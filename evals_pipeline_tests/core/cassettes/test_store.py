@@ -816,3 +816,22 @@ def test_an_appender_that_cannot_make_its_file_is_a_write_error(tmp_path: Path) 
     with pytest.raises(CassetteWriteError) as err:
         JsonlAppender(tmp_path / "afile" / "sub" / "c.jsonl")
     assert err.value.path == tmp_path / "afile" / "sub" / "c.jsonl"
+
+
+@pytest.mark.parametrize("block", [1 << 20, 100])
+def test_a_unique_append_finds_a_last_record_short_of_its_newline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
+) -> None:
+    """A whole last record with no newline (a write cut just before it, a hand-joined file)
+    is a record loading serves: the unique writer had not read it, appended its key again,
+    and the file then failed to load with a duplicate key."""
+    from evals_pipeline.core.cassettes import store
+
+    monkeypatch.setattr(store, "_READ_BLOCK", block)  # the line spans blocks, or fits one
+    path = tmp_path / "c.jsonl"
+    path.write_text(record("a" * 64).model_dump_json())
+    writer = CassetteWriter(path, unique=True)
+    assert writer.append(record("a" * 64)) is False
+    assert writer.append(record("b" * 64)) is True
+    assert writer.append(record("b" * 64)) is False
+    assert len(load_cassette(path, unique=True)) == 2
