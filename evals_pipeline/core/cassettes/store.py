@@ -15,6 +15,7 @@ import fcntl
 import json
 import os
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
@@ -39,6 +40,30 @@ from ..memo import on_forget
 from .format import CassetteRecord, ReplayRecord, ServedRecord
 
 R = TypeVar("R", CassetteRecord, ReplayRecord)
+
+
+# How long an append waits for a lock another process holds: an append or a locked load takes
+# seconds at most, so a lock held past this is a run stopped (SIGSTOP) or hung while holding it.
+LOCK_WAIT_S = 600.0
+
+
+def _lock_for_append(fd: int, path: Path) -> None:
+    """The exclusive lock on `fd`, waited for at most LOCK_WAIT_S (polled, backing off to
+    50 ms): a held lock had blocked the recorder for ever with no word."""
+    pause, deadline = 0.001, time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise CassetteWriteError(
+                    path,
+                    f"locked by another process for over {LOCK_WAIT_S:g} s (a run stopped or "
+                    "stuck while it held the file?); nothing was written",
+                ) from None
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 class JsonlAppender:
@@ -75,7 +100,7 @@ class JsonlAppender:
                 except OSError as exc:
                     raise CassetteWriteError(self.path, exc.strerror or str(exc)) from exc
                 try:
-                    fcntl.flock(fd, fcntl.LOCK_EX)
+                    _lock_for_append(fd, self.path)
                     if rotate is not None and (not self._is_path(fd) or rotate(fd, len(data))):
                         continue  # closes fd, unlocking it; the next open finds the new file
                     self._set_torn_tail_aside(fd)
