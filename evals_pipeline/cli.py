@@ -37,15 +37,24 @@ USAGE_ERROR = 2
 _FLAG_RUN_ONLY = ("--reference", "--ontology", "--record-cassette")
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number of at least 1."""
+def _whole_number(text: str, low: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    return _whole_number(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: a whole number of at least 0 (a seed: numpy refuses a negative one)."""
+    return _whole_number(text, 0)
 
 
 def output_file(text: str) -> Path:

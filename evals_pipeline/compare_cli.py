@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .cli import output_file, positive_int
+from .cli import non_negative_int, output_file, positive_int
 from .core.compare import RunReportError, compare_runs, load_run_report, render_comparison
 from .core.errors import EvalsError
 from .core.files import refuse_overwrite
@@ -31,17 +31,6 @@ def _resamples(text: str) -> int:
     return value
 
 
-def _seed(text: str) -> int:
-    """A bootstrap seed: a whole number of at least 0 (numpy refuses a negative one)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
-    return value
-
-
 def main(argv: Sequence[str]) -> int:
     p = argparse.ArgumentParser(prog="evals-pipeline compare", description=__doc__)
     p.add_argument("a", type=Path, help="run A (the baseline)")
@@ -54,7 +43,7 @@ def main(argv: Sequence[str]) -> int:
         help="pair on case and source id alone (asserts the cases did not change)",
     )
     p.add_argument("--resamples", type=_resamples, default=10_000)
-    p.add_argument("--seed", type=_seed, default=0)
+    p.add_argument("--seed", type=non_negative_int, default=0)
     p.add_argument(
         "--json", type=output_file, metavar="PATH", help="also write the comparison as JSON"
     )

@@ -1,10 +1,13 @@
-"""File-lock and permission helpers for the lock tests (stale_runs' and the instance's)."""
+"""File-lock and permission helpers for the lock tests (stale_runs', the instance's, and the
+appenders' waits on a lock another process holds)."""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,3 +43,24 @@ def without_write_access(folder: Path, *files: Path) -> Iterator[None]:
         if root:
             os.seteuid(0)
         folder.chmod(0o755)
+
+
+_HOLD = (
+    "import fcntl, sys, time; f = open(sys.argv[1], 'rb'); fcntl.flock(f, fcntl.LOCK_SH); "
+    "print('held', flush=True); time.sleep(float(sys.argv[2]))"
+)
+
+
+@contextlib.contextmanager
+def lock_held_elsewhere(path: Path, seconds: float) -> Iterator[None]:
+    """A shared flock on `path` held by another process (as a locked load of it holds one) for
+    `seconds`, from when the block starts; the process is gone when the block ends."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, str(path), str(seconds)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        yield
+    finally:
+        holder.kill()
+        holder.wait()

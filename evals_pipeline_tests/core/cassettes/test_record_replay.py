@@ -501,23 +501,11 @@ def test_a_lock_held_elsewhere_stalls_no_call_in_flight(tmp_path: Path) -> None:
     appends: the append had waited on the event loop's thread, so a call in flight whose reply
     came in 0.4 s timed out at 1 s, to be sent (and paid for) again. Now only the append waits."""
     import dataclasses
-    import subprocess
-    import sys
+
+    from evals_pipeline_tests.support.locks import lock_held_elsewhere
 
     cassette = tmp_path / "c.jsonl"
     cassette.touch()
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import fcntl, sys, time; f = open(sys.argv[1], 'rb'); "
-            "fcntl.flock(f, fcntl.LOCK_SH); print('held', flush=True); time.sleep(2.5)",
-            str(cassette),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
 
     def responder(request):  # type: ignore[no-untyped-def]
         reply = rules.openai_responder(request)
@@ -528,13 +516,15 @@ def test_a_lock_held_elsewhere_stalls_no_call_in_flight(tmp_path: Path) -> None:
         Episode(name="fast", body="Ada Lovelace met Charles Babbage."),
         Episode(name="slow", body="Grace Hopper met Howard Aiken."),
     ]
-    with LoopbackLLMServer("openai", responder=responder) as server:
+    with (
+        lock_held_elsewhere(cassette, 2.5),
+        LoopbackLLMServer("openai", responder=responder) as server,
+    ):
         transport = OpenAICompatTransport(
             url=server.base_url, model="rules", timeout_s=1.0, max_retries=0
         )
         recorder = RecordingExtractor(TransportExtractor(transport), cassette)
         runs = _run(recorder, episodes, ExtractOptions())
-    holder.wait()
     assert [run.error for run in runs] == [None, None]
     assert len(server.requests) == 4  # no call sent again
     assert len(cassette.read_text().splitlines()) == 2

@@ -844,32 +844,18 @@ def test_an_append_waits_a_bounded_time_for_a_lock_held_elsewhere(
     ever, with no word; a lock released within the wait is taken."""
     from evals_pipeline.core.cassettes import store
     from evals_pipeline.core.errors import CassetteWriteError
+    from evals_pipeline_tests.support.locks import lock_held_elsewhere
 
     path = tmp_path / "c.jsonl"
     path.touch()
-    hold = (
-        "import fcntl, sys, time; f = open(sys.argv[1], 'rb'); fcntl.flock(f, fcntl.LOCK_SH); "
-        "print('held', flush=True); time.sleep(float(sys.argv[2]))"
-    )
-
-    def holder(seconds: float) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", hold, str(path), str(seconds)], stdout=subprocess.PIPE, text=True
-        )
-        assert proc.stdout is not None and proc.stdout.readline() == "held\n"
-        return proc
-
     monkeypatch.setattr(store, "LOCK_WAIT_S", 0.3)
-    proc = holder(5)
-    try:
-        with pytest.raises(CassetteWriteError, match=r"locked by another process for over 0\.3 s"):
-            store.JsonlAppender(path).append_line('{"a": 1}')
-    finally:
-        proc.kill()
-        proc.wait()
+    with (
+        lock_held_elsewhere(path, 5),
+        pytest.raises(CassetteWriteError, match=r"locked by another process for over 0\.3 s"),
+    ):
+        store.JsonlAppender(path).append_line('{"a": 1}')
     assert path.read_text() == ""
     monkeypatch.setattr(store, "LOCK_WAIT_S", 10.0)
-    proc = holder(0.5)
-    store.JsonlAppender(path).append_line('{"a": 1}')  # waits for it, then writes
-    proc.wait()
+    with lock_held_elsewhere(path, 0.5):
+        store.JsonlAppender(path).append_line('{"a": 1}')  # waits for it, then writes
     assert path.read_text() == '{"a": 1}\n'

@@ -329,31 +329,21 @@ def test_a_judge_cache_locked_elsewhere_stalls_no_call_in_flight(tmp_path: Path)
     while a verdict is cached: the write had waited on the event loop's thread, so a call in
     flight whose reply came in 0.4 s timed out at 1 s. Now only the write waits."""
     import dataclasses
-    import subprocess
-    import sys
 
     from evals_pipeline.core.judge.reference import MatchesVerdict
+    from evals_pipeline_tests.support.locks import lock_held_elsewhere
 
     cache = tmp_path / "j.jsonl"
     cache.touch()
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import fcntl, sys, time; f = open(sys.argv[1], 'rb'); "
-            "fcntl.flock(f, fcntl.LOCK_SH); print('held', flush=True); time.sleep(2.5)",
-            str(cache),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
 
     def responder(request):  # type: ignore[no-untyped-def]
         reply = anthropic_message('{"matches": [[1, 1]]}')
         return dataclasses.replace(reply, delay_s=0.4) if "slow" in request.user_prompt else reply
 
-    with LoopbackLLMServer("anthropic", responder=responder) as server:
+    with (
+        lock_held_elsewhere(cache, 2.5),
+        LoopbackLLMServer("anthropic", responder=responder) as server,
+    ):
         client = JudgeClient(
             JudgeCache(cache), api_key=TEST_API_KEY, base_url=server.base_url, timeout_s=1.0
         )
@@ -368,6 +358,5 @@ def test_a_judge_cache_locked_elsewhere_stalls_no_call_in_flight(tmp_path: Path)
                 await client.aclose()
 
         verdicts = run_sync(go)
-    holder.wait()
     assert [v.matches for v in verdicts] == [[(1, 1)], [(1, 1)]]
     assert len(server.requests) == 2 and len(cache.read_text().splitlines()) == 2
