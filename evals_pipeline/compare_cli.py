@@ -40,7 +40,10 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument(
         "--pair-by-name",
         action="store_true",
-        help="pair on case and source id alone (asserts the cases did not change)",
+        help=(
+            "pair a report without case digests (corpus 1.0.0) on case and source id alone, "
+            "asserting its cases did not change; cases whose digests differ stay unpaired"
+        ),
     )
     p.add_argument("--resamples", type=_resamples, default=10_000)
     p.add_argument("--seed", type=non_negative_int, default=0)

@@ -37,8 +37,9 @@ rate's delta, interval, rises and falls are None: undefined, not 0.
 
 Pairing: on (case, source_id), and only where both sides carry the same `case_digest`, so that a
 case whose content changed between corpus versions is not compared with its old self. Reports
-from before case digests have none; `pair_by_name=True` pairs on (case, source_id) alone, which
-asserts that the cases did not change. Everything not paired is listed; with no pair at all the
+from before case digests have none; `pair_by_name=True` pairs those on (case, source_id)
+alone, which asserts that their cases did not change (where both digests are there and differ,
+the case changed, and it is not paired). Everything not paired is listed; with no pair at all the
 comparison is refused (`ComparisonRefused`).
 """
 
@@ -237,11 +238,14 @@ def _pair(
     }
     for key in sorted(set(a) & set(b)):
         ea, eb = a[key], b[key]
-        if pair_by_name:
-            pairs.append((ea, eb))
-        elif ea.case_digest is None or eb.case_digest is None:
-            unpaired["no_case_digest"].append(key)
+        if ea.case_digest is None or eb.case_digest is None:
+            # Only the flag pairs these: it asserts a digestless report's cases did not change.
+            if pair_by_name:
+                pairs.append((ea, eb))
+            else:
+                unpaired["no_case_digest"].append(key)
         elif ea.case_digest != eb.case_digest:
+            # Whatever the flag: both digests say the case changed (the flag had paired these).
             unpaired["case_changed"].append(key)
         else:
             pairs.append((ea, eb))

@@ -221,9 +221,14 @@ def test_reports_without_digests_pair_only_by_name() -> None:
     assert result["paired"] == 2
     assert result["pair_by_name"] is True
     assert by_rate(result)["entity_precision"]["delta"] == pytest.approx(1.0 - 3 / 4)
-    # Under pair_by_name, changed digests pair as well: the caller asserted nothing changed.
-    changed = report([ep("c", "1", D2, **ents(2, 2, 2))])
-    assert compare_runs(new, changed, pair_by_name=True, resamples=50)["paired"] == 1
+    # The flag is for a report without digests: where both carry one and they differ, the
+    # case changed and is not paired (it had been, with no word).
+    changed = report([ep("c", "1", D2, **ents(2, 2, 2)), ep("c", "2", D1, **ents(2, 2, 2))])
+    result_changed = compare_runs(new, changed, pair_by_name=True, resamples=50)
+    assert result_changed["paired"] == 1
+    assert result_changed["unpaired"]["case_changed"] == [{"case": "c", "source_id": "1"}]
+    with pytest.raises(ComparisonRefused, match="case content changed"):
+        compare_runs(new, report([ep("c", "1", D2, **ents(2, 2, 2))]), pair_by_name=True)
     assert "pair_by_name" in render_comparison(result)
 
 
