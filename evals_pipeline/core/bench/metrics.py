@@ -303,6 +303,9 @@ def episode_counts(
     by_norm = {normalise_text(ents[i].name): h for h, i in matched.items()}
     want = {(e.source, e.relation, e.target): e for e in expected.edges}
     hit: set[tuple[str, str, str]] = set()
+    # Each wrong-way edge once, as each matched one: a repeated reversed edge had counted twice
+    # against direction while a repeated right one counted once.
+    turned: set[tuple[str, str, str]] = set()
     for edge in edges:
         src, tgt = _edge_handles(edge, by_name, by_norm)
         if src is None or tgt is None:
@@ -312,8 +315,9 @@ def episode_counts(
             hit.add(key)
             counts["span_overlap"] += quotes_overlap(body, want[key].quote, edge.quote)
         elif (tgt, edge.relation, src) in want and key not in want:
-            counts["edges_reversed"] += 1
+            turned.add(key)
     counts["edges_tp"] = counts["edges_matched"] = len(hit)
+    counts["edges_reversed"] = len(turned)
     counts["items_matched"] = counts["entities_tp"] + counts["edges_tp"]
     counts["forbidden_written"] = _forbidden_written(
         expected, ents, edges, matched, by_name, by_norm

@@ -134,6 +134,16 @@ def test_reversing_k_edges(tmp_path: Path, k: int) -> None:
     assert c["forbidden_written"] == 1
 
 
+def test_a_repeated_edge_counts_once_whichever_way_round(tmp_path: Path) -> None:
+    """A reversed edge written twice had counted twice against direction (0.5 became 0.33),
+    while a right edge written twice counted once."""
+    c = _run(
+        _mini(tmp_path),
+        lambda g: _edges(g, (g.edges[0], g.edges[0], _reverse(g.edges[1]), _reverse(g.edges[1]))),
+    )
+    assert (c["edges_matched"], c["edges_reversed"], c["edges_produced"]) == (1, 1, 4)
+
+
 def test_renamed_types_are_hallucination_findings(tmp_path: Path) -> None:
     def rename(g: ExtractionResult) -> ExtractionResult:
         dale = g.entities[3].model_copy(update={"type": "Stop"})
