@@ -68,14 +68,16 @@ def sdk_base_url(base_url: str | None) -> str:
     return base_url or os.environ.get(SDK_BASE_URL_ENV) or SDK_DEFAULT_BASE_URL
 
 
-def client_secrets(key: str, base_url: str | None) -> tuple[str, ...]:
-    """What no message of a call through `new_client(key, base_url, ...)` may show. Both
-    clients ask it as they are built, so a key or proxy the SDK cannot send with is a
-    ConfigError naming its variable then, not the first call's UnicodeEncodeError."""
+def client_secrets(key: str, base_url: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What no message of a call through `new_client(key, base_url, ...)` may show, and what no
+    reply's text may (`credential_secrets` with and without query values). Both clients ask it
+    as they are built, so a key or proxy the SDK cannot send with is a ConfigError naming its
+    variable then, not the first call's UnicodeEncodeError."""
     url = sdk_base_url(base_url)
     checked_key(key, API_KEY_ENV)
     checked_proxy_url(url, sdk=True)
-    return credential_secrets(url, key, environment_proxy(url))
+    proxy = environment_proxy(url)
+    return credential_secrets(url, key, proxy), credential_secrets(url, key, proxy, query=False)
 
 
 def new_client(
@@ -115,9 +117,11 @@ async def messages_call(
     max_retry_after_s: float = 60.0,
     tries: Tries | None = None,
     secrets: tuple[str, ...] = (),
+    text_secrets: tuple[str, ...] = (),
 ) -> tuple[Attempt, str]:
     """One Messages call with bounded retries: the reply as an Attempt, and its raw body.
-    `tries` counts the requests sent; `secrets` (`client_secrets`) are cut from error bodies.
+    `tries` counts the requests sent; `secrets` (`client_secrets`) are cut from error bodies,
+    `text_secrets` (the credentials among them) from a reply's text.
 
     Every failure is typed: TransportError (HTTP status, connection, timeout, after the
     retries) or MalformedReply (a 200 whose body is not a Message). `timeout_s` bounds each
@@ -126,6 +130,7 @@ async def messages_call(
     import anthropic  # loaded by new_client already; this binds the name here
 
     cut = (client.api_key, *secrets)  # what no error body may show
+    cut_text = (client.api_key, *text_secrets)  # what no recorded reply may
 
     async def once() -> tuple[Attempt, str]:
         try:
@@ -171,7 +176,7 @@ async def messages_call(
         latency_ms = (time.perf_counter() - started) * 1000.0
         try:
             reply = await _message_attempt(raw, body, label, max_tokens, latency_ms)
-            return reply_without_secrets(reply, body, cut)  # a proxy may echo the key in a 200
+            return reply_without_secrets(reply, body, cut, cut_text)  # a 200 may echo the key
         except MalformedReply as exc:
             exc.body = redacted(exc.body, cut)
             raise
@@ -256,7 +261,7 @@ class AnthropicTransport:
         self._backoff_s = backoff_s
         self._max_backoff_s = max_backoff_s
         self._max_retry_after_s = max_retry_after_s
-        self._secrets = client_secrets(key, self._base_url)
+        self._secrets, self._text_secrets = client_secrets(key, self._base_url)
         self._clients = LoopBound(
             lambda: new_client(self._key, self._base_url, self._timeout_s, max_body_bytes)
         )
@@ -277,6 +282,7 @@ class AnthropicTransport:
                 max_retry_after_s=self._max_retry_after_s,
                 tries=tries,
                 secrets=self._secrets,
+                text_secrets=self._text_secrets,
             )
         )
 

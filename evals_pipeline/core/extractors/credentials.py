@@ -65,17 +65,20 @@ def basic_token(username: str, password: str) -> str:
 
 
 def credential_secrets(
-    url: httpx.URL | str, key: str | None, proxy: httpx.Proxy | None
+    url: httpx.URL | str, key: str | None, proxy: httpx.Proxy | None, *, query: bool = True
 ) -> tuple[str, ...]:
     """What no error message may show of a transport's call to `url`: the key, the URL's
     password and query values, the proxy's credentials, and the Basic auth headers made of them
-    (a server or proxy that echoes its request headers shows them base64-encoded)."""
+    (a server or proxy that echoes its request headers shows them base64-encoded).
+    `query=False` leaves the query values out: what a reply's text is cleared of, where a value
+    such as `api-version=2024-06-01` is as likely to be the model's own words."""
     parsed = httpx.URL(str(url))
     proxy_auth = (proxy.raw_auth if proxy else None) or ()
     secrets = [key, parsed.password, *(part.decode("latin-1") for part in proxy_auth)]
-    secrets += [value for _name, value in parsed.params.multi_items()]
-    # ... and as written in the URL (percent-encoded), as a server echoing its path shows.
-    secrets += [part.partition("=")[2] for part in parsed.query.decode("ascii").split("&")]
+    if query:
+        secrets += [value for _name, value in parsed.params.multi_items()]
+        # ... and as written in the URL (percent-encoded), as a server echoing its path shows.
+        secrets += [part.partition("=")[2] for part in parsed.query.decode("ascii").split("&")]
     if parsed.userinfo:
         secrets.append(basic_token(parsed.username, parsed.password))
     if proxy_auth:

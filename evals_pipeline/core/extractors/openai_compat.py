@@ -129,6 +129,7 @@ class OpenAICompatTransport:
         self._ssl: ssl.SSLContext | None = None
         self._proxy = None if uds_path else environment_proxy(self._url)
         self._secrets = credential_secrets(parsed, key, self._proxy)
+        self._text_secrets = credential_secrets(parsed, key, self._proxy, query=False)
         self._clients = LoopBound(self._new_client)
 
     def _new_client(self) -> httpx.AsyncClient:
@@ -221,7 +222,7 @@ class OpenAICompatTransport:
         except MalformedReply as exc:
             exc.body = redacted(exc.body, self._secrets)  # a proxy may echo the key in a 200
             raise
-        return Reply(*reply_without_secrets(attempt, body, self._secrets))
+        return Reply(*reply_without_secrets(attempt, body, self._secrets, self._text_secrets))
 
     async def _post(self, payload: dict[str, object]) -> httpx.Response:
         return await self._clients.get().post(self._url, json=payload)

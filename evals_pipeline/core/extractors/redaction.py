@@ -108,13 +108,17 @@ def without_secrets(text: str, secrets: Iterable[str | None]) -> str:
 
 
 def reply_without_secrets(
-    attempt: Attempt, body: str, secrets: Iterable[str | None]
+    attempt: Attempt,
+    body: str,
+    secrets: Iterable[str | None],
+    text_secrets: Iterable[str | None],
 ) -> tuple[Attempt, str]:
-    """A 200 reply as it may be kept: the attempt's text (recorded in a cassette) without any
-    secret, and the raw body (a failure record's, if it fails to parse) `redacted`. A proxy or
-    gateway may echo the request's headers, key and all, into a body that is not an error."""
-    secrets = tuple(secrets)
-    text = without_secrets(attempt.text, secrets)
+    """A 200 reply as it may be kept: the attempt's text (recorded in a cassette) without the
+    credentials of `text_secrets`, and the raw body (a failure record's, if it fails to parse)
+    `redacted` of `secrets`. A proxy or gateway may echo the request's headers, key and all,
+    into a body that is not an error. The text keeps a URL's query values: it is the model's
+    answer, where `2024-06-01` (an `api-version=`) is a date."""
+    text = without_secrets(attempt.text, text_secrets)
     if text is not attempt.text:
         attempt = attempt.model_copy(update={"text": text})
     return attempt, redacted(body, secrets)

@@ -51,7 +51,7 @@ class JudgeClient:
         self._timeout_s = timeout_s
         self._max_retries = max_retries
         self._max_tokens = max_tokens
-        self._secrets = client_secrets(api_key, self._base_url)
+        self._secrets, self._text_secrets = client_secrets(api_key, self._base_url)
         self._clients = LoopBound(lambda: new_client(self._key, self._base_url, self._timeout_s))
         self._concurrency = concurrency
         self._gates: LoopBound[asyncio.Semaphore] = LoopBound(
@@ -111,6 +111,7 @@ class JudgeClient:
                 timeout_s=self._timeout_s,
                 max_retries=self._max_retries,
                 secrets=self._secrets,
+                text_secrets=self._text_secrets,
             )
             if attempt.truncated or attempt.finish_reason in NOT_AN_ANSWER:
                 # Not a verdict: cached, it would be read back as a malformed one on every run.

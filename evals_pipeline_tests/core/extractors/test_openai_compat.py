@@ -1183,3 +1183,20 @@ def test_a_lone_surrogate_in_a_reply_is_recorded_as_the_replacement_character(
     outcome = _extract(RecordingExtractor(_extractor(server), cassette))
     assert [e.name for e in outcome.result.entities] == ["Alice", "Acme"]
     assert ']} \ufffd"' in cassette.read_text(encoding="utf-8")  # the text as recorded
+
+
+def test_a_url_query_value_the_model_writes_is_kept_in_its_reply(
+    server: LoopbackLLMServer, tmp_path: Path
+) -> None:
+    """A URL's query values are cut from error bodies (a gateway key may ride there), not from
+    a reply's text: with `?api-version=2024-06-01` every date the model wrote had become ***."""
+    said = json.loads(json.dumps(ENTITIES))
+    said["entities"][0]["summary"] = f"Joined Acme on 2024-06-01 with {TEST_OAI_KEY}."
+    server.enqueue(_completion(said), _completion(EDGES))
+    uds = str(server.uds_path) if server.uds_path is not None else None
+    transport = OpenAICompatTransport(
+        url=f"{server.base_url}?api-version=2024-06-01", uds_path=uds, api_key=TEST_OAI_KEY
+    )
+    cassette = tmp_path / "c.jsonl"
+    outcome = _extract(RecordingExtractor(TransportExtractor(transport), cassette))
+    assert outcome.result.entities[0].summary == "Joined Acme on 2024-06-01 with ***."
