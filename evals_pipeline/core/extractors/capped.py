@@ -102,10 +102,16 @@ class _Inflater:
 
     def _inflate(self, data: bytes) -> bytes:
         """`data` inflated. Past a stream's end marker, a gzip body may hold another member
-        (RFC 1952: they are concatenated, as `gzip.decompress` reads them); any other bytes
-        there are a malformed body, not to be dropped unseen, as httpx's decoder drops them."""
+        (RFC 1952: they are concatenated) and zero padding, as `gzip.decompress` reads them;
+        any other bytes there are a malformed body, not to be dropped unseen, as httpx's
+        decoder drops them."""
         out = self._spend(self._inflater.decompress(data, self._room + 1))
         while self._inflater.eof and (rest := self._inflater.unused_data):
+            if self._coding != "deflate":
+                # (an ended stream keeps what it is fed after, so later zeros are seen here)
+                rest = rest.lstrip(b"\0")
+                if not rest:
+                    break
             if self._coding == "deflate" or not b"\x1f\x8b".startswith(rest[:2]):
                 raise TrailingBytes(
                     f"{len(rest)} bytes follow the end of the {self._coding} stream"

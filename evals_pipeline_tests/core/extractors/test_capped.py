@@ -119,3 +119,19 @@ def test_an_empty_body_is_empty() -> None:
 def test_the_ceiling_counts_decoded_bytes() -> None:
     with pytest.raises(ResponseTooLarge, match="decoded"):
         _inflate("deflate", [zlib.compress(b" " * 10_000)], limit=1_000)
+
+
+@pytest.mark.parametrize("reads", [lambda body: [body], _bytewise], ids=["whole", "byte-by-byte"])
+def test_zero_padding_after_a_gzip_body_is_read_as_gzip_reads_it(
+    reads: Callable[[bytes], list[bytes]],
+) -> None:
+    """`gzip.decompress` passes over zero bytes after a member (and reads a member after
+    them); a padded body had been refused once trailing bytes were."""
+    padded = gzip.compress(BODY) + b"\0" * 8
+    assert gzip.decompress(padded) == BODY
+    assert _inflate("gzip", reads(padded)) == BODY
+    assert _inflate("gzip", reads(padded + gzip.compress(b"!"))) == BODY + b"!"
+    with pytest.raises(TrailingBytes):
+        _inflate("gzip", reads(padded + b"junk"))
+    with pytest.raises(TrailingBytes):
+        _inflate("deflate", reads(zlib.compress(BODY) + b"\0"))  # deflate has no padding
