@@ -69,15 +69,17 @@ def corpus_version(config: EvalsConfig) -> str:
     )
 
 
-def extraction_version(config: EvalsConfig) -> str:
-    """What answers the extractions: every backend's spec and cassette, over the corpus."""
-    return _version([corpus_version(config), *_cassettes(config.backends)])
-
-
 def plan_version(config: EvalsConfig) -> str:
-    """The plan and its guards: the extractions' inputs, the recording targets, the judge."""
+    """The plan and its guards: what answers the extractions (every backend's spec and
+    cassette, over the corpus), the recording targets, the judge."""
     targets = sorted((name, Path(path).name) for name, path in config.record_cassette.items())
-    return _version([extraction_version(config), targets, _judge(config)])
+    cassettes = _cassettes(config.backends)
+    return _version([corpus_version(config), *cassettes, targets, _judge(config)])
+
+
+def extraction_version(config: EvalsConfig) -> str:
+    """The extractions run after the plan (a dependency): its inputs are theirs."""
+    return _version([plan_version(config)])
 
 
 def scores_version(config: EvalsConfig) -> str:

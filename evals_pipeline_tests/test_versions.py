@@ -217,3 +217,19 @@ def test_a_version_does_not_depend_on_where_the_checkout_is(tmp_path: Path) -> N
     here, there = project(tmp_path / "a"), project(tmp_path / "elsewhere" / "b")
     assert here == there
     assert len(here) == 10  # every asset version, the layered ones included
+
+
+def test_a_setting_the_plan_reads_marks_the_extractions_stale_too(tmp_path: Path) -> None:
+    """`extractions` depends on `run_plan`: an edit only the plan read (the judge's model) had
+    left the extractions and everything below them FRESH until the plan was materialised."""
+    from evals_pipeline.core.config import JudgeConfig
+    from evals_pipeline.materialize import materialize_all
+
+    backends = {"oracle": "oracle", "rules": f"cassette:path={RULES}"}
+    config = make_config(tmp_path, backends, modes=("strict",), claims_gate=False)
+    with DagsterInstance.ephemeral() as instance:
+        assert materialize_all(config, instance, quiet=True).success
+        edited = config.model_copy(update={"judge": JudgeConfig(model="claude-other")})
+        statuses = _statuses(edited, instance)
+        assert statuses.pop("corpus") == StaleStatus.FRESH
+        assert statuses == dict.fromkeys(statuses, StaleStatus.STALE)
