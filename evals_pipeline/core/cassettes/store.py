@@ -76,7 +76,8 @@ class JsonlAppender:
             self.path.touch(exist_ok=True)
         except OSError as exc:
             raise CassetteWriteError(self.path, exc.strerror or str(exc)) from exc
-        self._thread_lock = threading.Lock()
+        # Reentrant: a CassetteWriter holds it around its own bookkeeping and the append.
+        self._thread_lock = threading.RLock()
 
     def append_line(self, line: str) -> None:
         self._append((line.rstrip("\n") + "\n").encode("utf-8"))
@@ -214,11 +215,12 @@ class CassetteWriter(JsonlAppender):
         data = (record.model_dump_json() + "\n").encode("utf-8")
         if not self.unique:
             return self._append(data)
-        try:
-            return self._append(data, skip=lambda fd: self._holds(fd, record.key))
-        except CassetteWriteError:
-            self._keys.discard(record.key)  # not written: a retry of it must be appended
-            raise
+        with self._thread_lock:  # writes run in worker threads: no other one sees the key
+            try:
+                return self._append(data, skip=lambda fd: self._holds(fd, record.key))
+            except CassetteWriteError:
+                self._keys.discard(record.key)  # not written: a retry of it must be appended
+                raise
 
     def _holds(self, fd: int, key: str) -> bool:
         """Whether the locked file holds `key`, reading only the lines added since last asked

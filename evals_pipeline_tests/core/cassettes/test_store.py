@@ -859,3 +859,53 @@ def test_an_append_waits_a_bounded_time_for_a_lock_held_elsewhere(
     with lock_held_elsewhere(path, 0.5):
         store.JsonlAppender(path).append_line('{"a": 1}')  # waits for it, then writes
     assert path.read_text() == '{"a": 1}\n'
+
+
+def test_a_failed_unique_write_leaves_its_key_to_the_next_writer_of_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writes run in worker threads: a write that failed (a full disk) had taken its key back
+    only after letting go of the lock, so another thread writing the same key meanwhile found
+    it "held", wrote nothing and said so to no one."""
+    import errno
+    import threading
+
+    from evals_pipeline.core.cassettes import store
+    from evals_pipeline.core.errors import CassetteWriteError
+
+    path = tmp_path / "c.jsonl"
+    writer = CassetteWriter(path, unique=True)
+    writer.append(record("w" * 64))
+    real_write, writes = store._write_all, []
+
+    def full_disk_once(fd: int, data: bytes) -> None:
+        writes.append(data)
+        if len(writes) == 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_write(fd, data)
+
+    class SlowToForget(set[str]):  # widens the moment between the lock and the discard
+        def discard(self, key: str) -> None:
+            time.sleep(0.3)
+            super().discard(key)
+
+    monkeypatch.setattr(store, "_write_all", full_disk_once)
+    writer._keys = SlowToForget(writer._keys)
+    said: dict[str, object] = {}
+
+    def first() -> None:
+        with pytest.raises(CassetteWriteError):
+            writer.append(record("k" * 64))
+        said["first"] = "failed"
+
+    def second() -> None:
+        time.sleep(0.1)  # while the first is taking its key back
+        said["second"] = writer.append(record("k" * 64))
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert said == {"first": "failed", "second": True}
+    assert len(load_cassette(path, unique=True)) == 2
