@@ -80,7 +80,10 @@ class RecordingExtractor(Extractor):
         request: Mapping[str, object],
         outcome: ExtractionOutcome | ClassifyOutcome,
         result: dict[str, object],
+        failures: Sequence[FailureRecord] = (),
     ) -> None:
+        """The call's record, then `failures` (edge budgets exhausted) in the sidecar: one
+        write job, so a cancel while it waits (on a lock held elsewhere) splits neither."""
         record = CassetteRecord(
             key=key,
             call_type=call_type,
@@ -90,7 +93,14 @@ class RecordingExtractor(Extractor):
             request=dict(request),
             response=CassetteResponse(transcript=outcome.transcript, result=result),
         )
-        await self._written(lambda: self.writer.append(record), outcome.stats)
+        sidecar = self.sidecar
+
+        def write() -> None:
+            self.writer.append(record)
+            if sidecar is not None:
+                sidecar.extend(failures)
+
+        await self._written(write, outcome.stats)
 
     async def extract(self, episode: Episode, options: ExtractOptions) -> ExtractionOutcome:
         try:
@@ -106,10 +116,8 @@ class RecordingExtractor(Extractor):
             request,
             outcome,
             outcome.result.model_dump(mode="json"),
+            outcome.failures,
         )
-        if (sidecar := self.sidecar) is not None and outcome.failures:
-            # Edge budgets exhausted: the record is written, and so are these.
-            await self._written(lambda: sidecar.extend(outcome.failures), outcome.stats)
         return outcome
 
     async def _classify(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -561,3 +562,74 @@ def test_a_failed_sidecar_write_keeps_the_paid_requests(
                 ExtractOptions(),
             )
     assert len(server.requests) == 3 and cached.requests == 3
+
+
+def test_a_cancel_while_the_record_waits_splits_it_from_its_sidecar_entries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An answer with an edge budget exhausted is a record and a sidecar entry. They had been
+    two write jobs: a cancel (Ctrl-C) while the first waited on a lock held elsewhere let the
+    record be written and dropped the entry."""
+    import asyncio
+
+    from evals_pipeline.core.cassettes import store
+    from evals_pipeline.core.models import (
+        CallStats,
+        ExtractionOutcome,
+        ExtractionResult,
+        FailureRecord,
+    )
+
+    failure = FailureRecord(
+        ts_ms=1,
+        model="m",
+        call_type="edges",
+        chunk_key="c",
+        classification="truncation",
+        raw_body="",
+        finish_reason="length",
+        completion_tokens=60,
+        max_tokens=60,
+    )
+
+    class Live(Extractor):  # a network backend's answer, as the recorder sees it
+        provider, model, local = "p", "m", False
+
+        async def extract(self, episode: Episode, options: ExtractOptions) -> ExtractionOutcome:
+            return ExtractionOutcome(
+                result=ExtractionResult(),
+                stats=CallStats(requests=2),
+                transcript=(),
+                failures=(failure,),
+                provider="p",
+                model="m",
+            )
+
+        async def classify_entities(self, entities, types):  # type: ignore[no-untyped-def]
+            raise NotImplementedError
+
+        async def classify_relations(self, edges, types):  # type: ignore[no-untyped-def]
+            raise NotImplementedError
+
+    real_append = store.CassetteWriter.append
+
+    def slow_append(self, record):  # type: ignore[no-untyped-def]
+        time.sleep(0.5)  # the cassette's lock, held a moment by another process
+        return real_append(self, record)
+
+    monkeypatch.setattr(store.CassetteWriter, "append", slow_append)
+    cassette = tmp_path / "c.jsonl"
+
+    async def go() -> None:
+        recorder = RecordingExtractor(Live(), cassette)
+        task = asyncio.create_task(
+            recorder.extract(Episode(name="e", body="Ada."), ExtractOptions())
+        )
+        await asyncio.sleep(0.1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+    assert len(cassette.read_text().splitlines()) == 1
+    assert len(sidecar_path(cassette).read_text().splitlines()) == 1
