@@ -7,7 +7,6 @@ non-fatal class and produces both.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -33,7 +32,7 @@ from ..options import ExtractOptions
 from .format import CassetteRecord, CassetteResponse, ReplayRecord, rfc3339_now
 from .keys import classify_key, classify_request, extract_key, extract_request
 from .sidecar import DEFAULT_CAP_BYTES, FailureSidecar
-from .store import CassetteWriter, iter_records
+from .store import CassetteWriter, iter_records, off_loop
 
 
 class RecordingExtractor(Extractor):
@@ -63,7 +62,7 @@ class RecordingExtractor(Extractor):
             if self.local:
                 write()
             else:
-                await asyncio.to_thread(write)
+                await off_loop(write)
         except CassetteWriteError as exc:
             exc.stats = stats  # the call was made and paid for: its requests count
             raise

@@ -10,6 +10,7 @@ line by number.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import json
@@ -20,6 +21,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, TypeVar
@@ -40,6 +42,7 @@ from ..memo import on_forget
 from .format import CassetteRecord, ReplayRecord, ServedRecord
 
 R = TypeVar("R", CassetteRecord, ReplayRecord)
+T = TypeVar("T")
 
 
 # How long an append waits for a lock another process holds: an append or a locked load takes
@@ -64,6 +67,21 @@ def _lock_for_append(fd: int, path: Path) -> None:
                 ) from None
         time.sleep(pause)
         pause = min(pause * 2, 0.05)
+
+
+_WRITERS: tuple[int, ThreadPoolExecutor] | None = None  # (pid, pool): made again in a fork
+
+
+async def off_loop(write: Callable[[], T]) -> T:
+    """`write()` (an append under a file's lock) in a thread, so the calls in flight on the
+    event loop go on while it waits for a lock another process holds. The threads are a pool
+    of the writes' own, not the loop's default executor: aiohttp resolves host names there,
+    and writes waiting on a lock would hold up new connections. A cancel of the caller does
+    not stop a write begun: the record is written whole (the pool's threads are joined at exit)."""
+    global _WRITERS
+    if _WRITERS is None or _WRITERS[0] != os.getpid():
+        _WRITERS = (os.getpid(), ThreadPoolExecutor(max_workers=4, thread_name_prefix="writes"))
+    return await asyncio.get_running_loop().run_in_executor(_WRITERS[1], write)
 
 
 class JsonlAppender:

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from ..cassettes.store import off_loop
 from ..config import DEFAULT_JUDGE_MODEL
 from ..errors import CassetteWriteError, MalformedReply
 from ..extractors.anthropic import (
@@ -123,7 +124,8 @@ class JudgeClient:
             if verdict is None:
                 raise MalformedReply(f"judge reply is not a {shape.__name__} verdict", body=body)
             try:  # off the loop: another process may hold the cache's lock
-                await asyncio.to_thread(self.cache.put, key, prompt_name, self.model, attempt.text)
+                text = attempt.text
+                await off_loop(lambda: self.cache.put(key, prompt_name, self.model, text))
             except CassetteWriteError as exc:
                 self._stopped = exc
                 raise

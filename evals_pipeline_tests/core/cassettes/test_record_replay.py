@@ -633,3 +633,53 @@ def test_a_cancel_while_the_record_waits_splits_it_from_its_sidecar_entries(
     asyncio.run(go())
     assert len(cassette.read_text().splitlines()) == 1
     assert len(sidecar_path(cassette).read_text().splitlines()) == 1
+
+
+def test_recordings_waiting_on_a_lock_hold_up_no_host_name_lookup(tmp_path: Path) -> None:
+    """Writes waiting on a lock held elsewhere had filled the loop's default executor (a few
+    threads), where aiohttp resolves host names: no new connection could be made meanwhile."""
+    import asyncio
+
+    from evals_pipeline.core.models import CallStats, ExtractionOutcome, ExtractionResult
+    from evals_pipeline_tests.support.locks import lock_held_elsewhere
+
+    class Live(Extractor):  # a network backend's answer, as the recorder sees it
+        provider, model, local = "p", "m", False
+
+        async def extract(self, episode: Episode, options: ExtractOptions) -> ExtractionOutcome:
+            return ExtractionOutcome(
+                result=ExtractionResult(),
+                stats=CallStats(requests=1),
+                transcript=(),
+                provider="p",
+                model="m",
+            )
+
+        async def classify_entities(self, entities, types):  # type: ignore[no-untyped-def]
+            raise NotImplementedError
+
+        async def classify_relations(self, edges, types):  # type: ignore[no-untyped-def]
+            raise NotImplementedError
+
+    cassette = tmp_path / "c.jsonl"
+    cassette.touch()
+
+    async def go() -> float:
+        recorder = RecordingExtractor(Live(), cassette)
+        calls = [
+            asyncio.create_task(
+                recorder.extract(Episode(name=f"e{i}", body=f"Ada {i}."), ExtractOptions())
+            )
+            for i in range(40)
+        ]
+        await asyncio.sleep(0.2)  # every write is waiting on the lock by now
+        started = time.perf_counter()
+        await asyncio.get_running_loop().getaddrinfo("localhost", 80)
+        took = time.perf_counter() - started
+        await asyncio.gather(*calls)
+        return took
+
+    with lock_held_elsewhere(cassette, 2.0):
+        took = asyncio.run(go())
+    assert took < 1.0, took
+    assert len(cassette.read_text().splitlines()) == 40
