@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
+from .cassettes.store import writes_settled
 from .errors import CassetteMiss, ExtractionFailed
 from .extractors.base import Extractor
 from .gc_tuning import fewer_gc_passes, gc_paused
@@ -152,9 +153,13 @@ async def _one_after_another(
 
 
 def run_sync(make: Callable[[], Awaitable[T]]) -> T:
-    """Run a coroutine to completion from synchronous code (Dagster ops, the CLI, tests)."""
+    """Run a coroutine to completion from synchronous code (Dagster ops, the CLI, tests); on
+    return, whichever way it ended, every record it began writing is written."""
 
     async def main() -> T:
         return await make()
 
-    return asyncio.run(main())
+    try:
+        return asyncio.run(main())
+    finally:
+        writes_settled()

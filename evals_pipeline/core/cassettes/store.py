@@ -21,10 +21,10 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -70,6 +70,7 @@ def _lock_for_append(fd: int, path: Path) -> None:
 
 
 _WRITERS: tuple[int, ThreadPoolExecutor] | None = None  # (pid, pool): made again in a fork
+_WRITING: set[Future[Any]] = set()  # writes begun and not yet done
 
 
 async def off_loop(write: Callable[[], T]) -> T:
@@ -77,11 +78,23 @@ async def off_loop(write: Callable[[], T]) -> T:
     event loop go on while it waits for a lock another process holds. The threads are a pool
     of the writes' own, not the loop's default executor: aiohttp resolves host names there,
     and writes waiting on a lock would hold up new connections. A cancel of the caller does
-    not stop a write begun: the record is written whole (the pool's threads are joined at exit)."""
+    not stop the write, begun or queued: the record is written whole, and `writes_settled`
+    waits for it."""
     global _WRITERS
     if _WRITERS is None or _WRITERS[0] != os.getpid():
         _WRITERS = (os.getpid(), ThreadPoolExecutor(max_workers=4, thread_name_prefix="writes"))
-    return await asyncio.get_running_loop().run_in_executor(_WRITERS[1], write)
+        _WRITING.clear()
+    future = _WRITERS[1].submit(write)
+    _WRITING.add(future)
+    future.add_done_callback(_WRITING.discard)
+    # Shielded: a cancel must not drop a write still queued behind others (a paid answer).
+    return await asyncio.shield(asyncio.wrap_future(future))
+
+
+def writes_settled() -> None:
+    """Wait for every write `off_loop` began, as `asyncio.run` waits for its default executor's
+    threads: a run that ended (or was cancelled) has written what it was writing."""
+    wait(list(_WRITING))
 
 
 class JsonlAppender:

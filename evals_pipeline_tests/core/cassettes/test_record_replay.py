@@ -21,7 +21,14 @@ from evals_pipeline.core.errors import CassetteMiss, ConfigError, ExtractionFail
 from evals_pipeline.core.extractors.anthropic import AnthropicTransport
 from evals_pipeline.core.extractors.base import Extractor, TransportExtractor
 from evals_pipeline.core.extractors.openai_compat import OpenAICompatTransport
-from evals_pipeline.core.models import Entity, Episode
+from evals_pipeline.core.models import (
+    CallStats,
+    Entity,
+    Episode,
+    ExtractionOutcome,
+    ExtractionResult,
+    FailureRecord,
+)
 from evals_pipeline.core.ontology import EntityType, Ontology, RelationType
 from evals_pipeline.core.options import ExtractOptions
 from evals_pipeline.core.runner import extract_all, run_sync
@@ -564,6 +571,32 @@ def test_a_failed_sidecar_write_keeps_the_paid_requests(
     assert len(server.requests) == 3 and cached.requests == 3
 
 
+class _LiveAnswer(Extractor):
+    """A network backend's answer, as the recorder sees it (`local` False: written off the
+    loop), with `failures` (edge budgets exhausted) beside it."""
+
+    provider, model, local = "p", "m", False
+
+    def __init__(self, failures: tuple[FailureRecord, ...] = ()) -> None:
+        self.failures = failures
+
+    async def extract(self, episode: Episode, options: ExtractOptions) -> ExtractionOutcome:
+        return ExtractionOutcome(
+            result=ExtractionResult(),
+            stats=CallStats(requests=1),
+            transcript=(),
+            failures=self.failures,
+            provider="p",
+            model="m",
+        )
+
+    async def classify_entities(self, entities, types):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+    async def classify_relations(self, edges, types):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+
 def test_a_cancel_while_the_record_waits_splits_it_from_its_sidecar_entries(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -573,12 +606,6 @@ def test_a_cancel_while_the_record_waits_splits_it_from_its_sidecar_entries(
     import asyncio
 
     from evals_pipeline.core.cassettes import store
-    from evals_pipeline.core.models import (
-        CallStats,
-        ExtractionOutcome,
-        ExtractionResult,
-        FailureRecord,
-    )
 
     failure = FailureRecord(
         ts_ms=1,
@@ -592,25 +619,6 @@ def test_a_cancel_while_the_record_waits_splits_it_from_its_sidecar_entries(
         max_tokens=60,
     )
 
-    class Live(Extractor):  # a network backend's answer, as the recorder sees it
-        provider, model, local = "p", "m", False
-
-        async def extract(self, episode: Episode, options: ExtractOptions) -> ExtractionOutcome:
-            return ExtractionOutcome(
-                result=ExtractionResult(),
-                stats=CallStats(requests=2),
-                transcript=(),
-                failures=(failure,),
-                provider="p",
-                model="m",
-            )
-
-        async def classify_entities(self, entities, types):  # type: ignore[no-untyped-def]
-            raise NotImplementedError
-
-        async def classify_relations(self, edges, types):  # type: ignore[no-untyped-def]
-            raise NotImplementedError
-
     real_append = store.CassetteWriter.append
 
     def slow_append(self, record):  # type: ignore[no-untyped-def]
@@ -621,7 +629,7 @@ def test_a_cancel_while_the_record_waits_splits_it_from_its_sidecar_entries(
     cassette = tmp_path / "c.jsonl"
 
     async def go() -> None:
-        recorder = RecordingExtractor(Live(), cassette)
+        recorder = RecordingExtractor(_LiveAnswer((failure,)), cassette)
         task = asyncio.create_task(
             recorder.extract(Episode(name="e", body="Ada."), ExtractOptions())
         )
@@ -630,7 +638,7 @@ def test_a_cancel_while_the_record_waits_splits_it_from_its_sidecar_entries(
         with pytest.raises(asyncio.CancelledError):
             await task
 
-    asyncio.run(go())
+    run_sync(go)  # which returns once the writes it began are done, as asyncio.run's own
     assert len(cassette.read_text().splitlines()) == 1
     assert len(sidecar_path(cassette).read_text().splitlines()) == 1
 
@@ -640,32 +648,13 @@ def test_recordings_waiting_on_a_lock_hold_up_no_host_name_lookup(tmp_path: Path
     threads), where aiohttp resolves host names: no new connection could be made meanwhile."""
     import asyncio
 
-    from evals_pipeline.core.models import CallStats, ExtractionOutcome, ExtractionResult
     from evals_pipeline_tests.support.locks import lock_held_elsewhere
-
-    class Live(Extractor):  # a network backend's answer, as the recorder sees it
-        provider, model, local = "p", "m", False
-
-        async def extract(self, episode: Episode, options: ExtractOptions) -> ExtractionOutcome:
-            return ExtractionOutcome(
-                result=ExtractionResult(),
-                stats=CallStats(requests=1),
-                transcript=(),
-                provider="p",
-                model="m",
-            )
-
-        async def classify_entities(self, entities, types):  # type: ignore[no-untyped-def]
-            raise NotImplementedError
-
-        async def classify_relations(self, edges, types):  # type: ignore[no-untyped-def]
-            raise NotImplementedError
 
     cassette = tmp_path / "c.jsonl"
     cassette.touch()
 
     async def go() -> float:
-        recorder = RecordingExtractor(Live(), cassette)
+        recorder = RecordingExtractor(_LiveAnswer(), cassette)
         calls = [
             asyncio.create_task(
                 recorder.extract(Episode(name=f"e{i}", body=f"Ada {i}."), ExtractOptions())
@@ -683,3 +672,31 @@ def test_recordings_waiting_on_a_lock_hold_up_no_host_name_lookup(tmp_path: Path
         took = asyncio.run(go())
     assert took < 1.0, took
     assert len(cassette.read_text().splitlines()) == 40
+
+
+def test_a_cancel_drops_no_write_still_queued(tmp_path: Path) -> None:
+    """Every answer paid for is written, even one whose write was queued behind others (on a
+    lock held elsewhere) when the run was cancelled: a queued write had been dropped with it."""
+    import asyncio
+
+    from evals_pipeline_tests.support.locks import lock_held_elsewhere
+
+    cassette = tmp_path / "c.jsonl"
+    cassette.touch()
+
+    async def go() -> None:
+        recorder = RecordingExtractor(_LiveAnswer(), cassette)
+        calls = [
+            asyncio.create_task(
+                recorder.extract(Episode(name=f"e{i}", body=f"Ada {i}."), ExtractOptions())
+            )
+            for i in range(12)
+        ]
+        await asyncio.sleep(0.2)
+        for call in calls:
+            call.cancel()
+        await asyncio.gather(*calls, return_exceptions=True)
+
+    with lock_held_elsewhere(cassette, 1.0):
+        run_sync(go)
+    assert len(cassette.read_text().splitlines()) == 12
