@@ -93,7 +93,7 @@ def main(argv: Sequence[str]) -> int:
 
     from .graph import build_definitions
     from .materialize import materialize_bench
-    from .run_summary import MaterializeResult, bench_spend, print_problems
+    from .run_summary import MaterializeResult, bench_spend, failed_check_exit, print_problems
 
     try:
         config = bench_config(args, parser)
@@ -126,4 +126,4 @@ def main(argv: Sequence[str]) -> int:
     for path in outcome.bench_reports:
         print(f"bench report ({path.parent.name}): {path}")
         print(f"bench JSON: {path.with_suffix('.json')}")
-    return 0 if ok and outcome.success else 1
+    return failed_check_exit(outcome) if ok and outcome.success else 1

@@ -268,7 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.output is not None and (why := not_writable(args.output)) is not None:
             raise ConfigError(f"--output {args.output}: {why}")  # before the run, not after
         from .materialize import materialize_all, stop_on_sigterm
-        from .run_summary import print_problems, print_summary
+        from .run_summary import failed_check_exit, print_problems, print_summary
 
         stop_on_sigterm()
 
@@ -296,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"evals-pipeline: error: {exc}", file=sys.stderr)
             return USAGE_ERROR
         print(f"report JSON: {args.output}")
-    return 0
+    return failed_check_exit(outcome)
 
 
 if __name__ == "__main__":

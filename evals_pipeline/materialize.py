@@ -46,7 +46,7 @@ from .core.reports.plot import CHART_FILE
 from .graph import build_definitions
 from .instance import default_instance
 from .partitions import extraction_key
-from .run_summary import MaterializeResult, print_problems, print_summary
+from .run_summary import MaterializeResult, failed_check_exit, print_problems, print_summary
 from .stale_runs import run_tags, slot_held
 
 # Dagster's console logger prints every event at DEBUG, and a failed step's traceback at
@@ -320,7 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if chart.is_file():
         print(f"chart: {chart}")
     print(f"report: {outcome.report_path}")
-    return 0
+    return failed_check_exit(outcome)
 
 
 if __name__ == "__main__":

@@ -69,6 +69,19 @@ def bench_spend(outcome: MaterializeResult) -> str:
     )
 
 
+def failed_check_exit(outcome: MaterializeResult) -> int:
+    """The exit of a run whose steps all ran: 1 if a check that does not block failed at
+    ERROR (a cassette that answered nothing it was asked), said after the report paths."""
+    if not outcome.failed_checks:
+        return 0
+    print(
+        f"{len(outcome.failed_checks)} check(s) failed (FAILED CHECK above): the reports are "
+        "written, but measure that failure",
+        file=sys.stderr,
+    )
+    return 1
+
+
 def print_problems(outcome: MaterializeResult, *, verbose: bool) -> None:
     """What went wrong or needs a look, a line each on stderr: failed WARN checks, failed
     blocking checks, failed steps with their errors (every driver prints the same)."""

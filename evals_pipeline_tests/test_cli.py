@@ -480,7 +480,8 @@ def test_a_stale_cassette_is_warned_about_with_the_next_step(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A cassette recorded under other prompts (here: open-mode records replayed in strict
-    mode) still makes a report, and the CLI says why its chunks all failed."""
+    mode) still makes a report, and the CLI says why its chunks all failed, and exits 1: it
+    answered none of them (a prompt edit, say), which had exited 0 with a warning."""
     stale = tmp_path / "stale.jsonl"
     lines = RULES.read_text().splitlines()
     stale.write_text("".join(line + "\n" for line in lines if '"ontology_mode":"open"' in line))
@@ -488,9 +489,11 @@ def test_a_stale_cassette_is_warned_about_with_the_next_step(
     args += ["--corpus", str(CORPUS), "--ontology", str(ONTOLOGY), "--ontology-mode", "strict"]
     args += ["--limit", "2", "--output-dir", str(tmp_path / "reports")]
     args += ["--cache-dir", str(tmp_path / "cache")]
-    assert main(args) == 0  # a shortfall is an error rate, not an abort
+    assert main(args) == 1  # not an abort (the report is written), but not a pass either
     err = capsys.readouterr().err
-    assert "WARNING extractions[s|strict] cassette_coverage: 2 of 2 chunks are not in" in err
+    assert "FAILED CHECK extractions[s|strict] cassette_coverage: 2 of 2 chunks are not in" in err
+    assert "1 check(s) failed (FAILED CHECK above): the reports are written" in err
+    assert (tmp_path / "reports" / "strict" / "report.md").is_file()
     assert "re-record" in err.lower()
     # The run's summary line says what it cost and how many chunks failed.
     assert "0 extraction calls (0 LLM requests)" in err
@@ -710,3 +713,31 @@ def test_what_the_bench_plan_says_would_abort_is_refused_before_the_prose_run(
         assert f"not a model), recording to {target / 'x'}; would abort: " in err
         assert str(target) in err and "FAILED STEP" not in err
     assert not (tmp_path / "reports").exists() and not (tmp_path / "cache").exists()
+
+
+def test_the_main_command_exits_1_when_a_cassette_answers_nothing_it_is_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A prompt edit makes every replay miss: the main command had written reports of error
+    rate 1.0 and exited 0 (CI passed), with a warning on stderr. A shortfall still exits 0."""
+    from evals_pipeline.materialize import main as materialize_main
+
+    lines = RULES.read_text().splitlines()
+    strict = [line + "\n" for line in lines if '"ontology_mode":"strict"' in line]
+    stale, partial = tmp_path / "stale.jsonl", tmp_path / "partial.jsonl"
+    stale.write_text("".join(line + "\n" for line in lines if '"ontology_mode":"open"' in line))
+    partial.write_text("".join(strict[:2]))
+    for cassette, exit_code in ((stale, 1), (partial, 0)):
+        config = tmp_path / f"{cassette.stem}.yaml"
+        config.write_text(
+            f"backends: {{o: oracle, s: 'cassette:path={cassette}'}}\nreference: o\n"
+            f"modes: [strict]\nontology: {ONTOLOGY}\ncorpus: {CORPUS}\nscope: 4\n"
+            f"output_dir: {tmp_path / cassette.stem}\ncache_dir: {tmp_path / 'cache'}\n"
+            "claims_gate: false\n"
+        )
+        assert materialize_main(["--config", str(config)]) == exit_code
+        captured = capsys.readouterr()
+        assert (tmp_path / cassette.stem / "strict" / "report.md").is_file()
+        assert f"report: {tmp_path / cassette.stem / 'mode_matrix.md'}" in captured.out
+        said = "FAILED CHECK" if exit_code else "WARNING"
+        assert f"{said} extractions[s|strict] cassette_coverage: " in captured.err

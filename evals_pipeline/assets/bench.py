@@ -34,7 +34,7 @@ from ..core.config import EvalsConfig
 from ..partitions import backend_crossed, crossed_key, fan_in, partition_check, split_crossed
 from ..resources import EvalsResource
 from ..versions import bench_version, gold_version
-from .extraction import COVERAGE_CHECK, LLM_POOL
+from .extraction import COVERAGE_CHECK, LLM_POOL, coverage_severity
 from .spend import extractor_spent, spend_before_failure
 
 GOLD = "gold_corpus"
@@ -148,7 +148,7 @@ def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         yield AssetCheckResult(
             check_name=COVERAGE_CHECK,
             passed=extractor.misses == 0,
-            severity=AssetCheckSeverity.WARN,
+            severity=coverage_severity(extractor.misses, extractor.misses + extractor.replayed),
             description=(
                 f"{extractor.misses} of {extractor.misses + extractor.replayed} extractions are "
                 f"not in {cassette or 'the cassette'} under {evals.config.bench.ontology_mode} "

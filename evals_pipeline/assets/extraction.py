@@ -38,6 +38,13 @@ LLM_POOL = "llm"
 COVERAGE_CHECK = "cassette_coverage"
 
 
+def coverage_severity(misses: int, asked: int) -> AssetCheckSeverity:
+    """WARN for a cassette's shortfall (an honest error rate, not an abort); ERROR, still not
+    blocking, when it answers none of what was asked: a prompt, ontology or corpus change
+    since it was recorded (or a mode it never recorded), which a run's exit must not hide."""
+    return AssetCheckSeverity.ERROR if asked and misses >= asked else AssetCheckSeverity.WARN
+
+
 def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
     partitions = extraction_partitions(config)
 
@@ -57,8 +64,9 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                 description=(
                     "Every chunk was in the replayed cassette. A miss means the prompt, ontology "
                     "or corpus changed since recording, or the chunk's call failed then (its "
-                    "sidecar says which): the chunk counts as an error (WARN, not blocking: a "
-                    "shortfall is an honest error rate), and the cassette needs re-recording."
+                    "sidecar says which): the chunk counts as an error, and the cassette needs "
+                    "re-recording. Not blocking (a shortfall is an honest error rate): WARN, or "
+                    "ERROR when no chunk is in it, and the commands then exit 1 after the reports."
                 ),
             )
         ],
@@ -107,7 +115,7 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         yield AssetCheckResult(
             check_name=COVERAGE_CHECK,
             passed=extractor.misses == 0,
-            severity=AssetCheckSeverity.WARN,
+            severity=coverage_severity(extractor.misses, len(table)),
             description=(
                 miss_explanation(
                     set(table.loc[table["error_type"] == "CassetteMiss", "chunk"]),
