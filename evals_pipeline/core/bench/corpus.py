@@ -194,7 +194,11 @@ class BenchCorpus:
         return self.digest != CORPUS_DIGEST
 
     def episode_name(self, case: BenchCase, episode: BenchEpisode) -> str:
-        return f"{case.id}/{episode.source_id}"
+        """The episode's name, which the prompt shows (`<document name=...>`): opaque, as the
+        case id names the failure it tests (`injection/clinics` had told the model an
+        injection was coming). Stable, and unique per case; not part of any cassette key."""
+        token = hashlib.sha256(case.id.encode("utf-8")).hexdigest()[:12]
+        return f"case-{token}/{episode.source_id}"
 
     def expected_results(self) -> dict[str, ExtractionResult]:
         """Episode name -> expected graph as a reply (the oracle's answers)."""

@@ -559,3 +559,22 @@ def test_a_rows_provider_and_model_are_one_answers_pair() -> None:
     assert row_source(extractor, runs) == {"provider": "anthropic", "model": "claude-x"}
     failed = [ChunkRun(episode=episode, outcome=None, error="boom")]
     assert row_source(extractor, failed) == {"provider": "oracle", "model": "oracle"}
+
+
+def test_no_prompt_names_the_failure_its_case_tests() -> None:
+    """The episode's name is in the prompt (`<document name=...>`): it had been the case id, so
+    the model read `injection/clinics/ep-1` before the injection it was being tested on."""
+    import re
+
+    from evals_pipeline.core.bench.runner import bench_calls
+    from evals_pipeline.core.prompts import render_extract_prompts
+
+    corpus = load_bench_corpus(CASES)
+    families = {case.family for case in corpus.cases}
+    names = set()
+    for episode, options in bench_calls(corpus):
+        prompts = render_extract_prompts(episode, options)
+        [shown] = re.findall(r'<document name="([^"]*)"', prompts.entity_user)
+        assert not any(family in shown for family in families), shown
+        names.add(shown)
+    assert len(names) == sum(len(case.episodes) for case in corpus.cases)  # one per episode
