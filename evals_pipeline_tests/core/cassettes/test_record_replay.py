@@ -196,7 +196,7 @@ def test_ontology_edit_is_a_cassette_miss(tmp_path: Path, episodes: list[Episode
         )
 
 
-def test_episode_text_change_is_a_miss_but_name_is_not_in_the_key(
+def test_an_episode_text_or_group_change_is_a_miss(
     tmp_path: Path, episodes: list[Episode]
 ) -> None:
     cassette = tmp_path / "c.jsonl"
