@@ -94,10 +94,14 @@ class Ontology(_Strict):
         self, entity_types: Iterable[str | None], relations: Iterable[str]
     ) -> tuple[int, int]:
         """How many of the given entity types and edge relations lie outside this ontology's
-        vocabulary (an untyped entity, None, is outside)."""
+        vocabulary (an untyped entity, None, is outside). An ontology of relations only
+        (WebNLG's) has no entity vocabulary: the prompt lets the model type entities freely,
+        so none is outside (every one had been)."""
         entity_names = self.entity_type_names
         relation_names = self.relation_type_names
-        bad_entities = sum(1 for t in entity_types if t not in entity_names)
+        bad_entities = (
+            sum(1 for t in entity_types if t not in entity_names) if self.entity_types else 0
+        )
         bad_edges = sum(1 for r in relations if r not in relation_names)
         return bad_entities, bad_edges
 

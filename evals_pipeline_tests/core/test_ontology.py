@@ -4,7 +4,7 @@ import pytest
 
 from evals_pipeline.core.errors import ConfigError, OntologyError
 from evals_pipeline.core.models import Edge, Entity, ExtractionResult
-from evals_pipeline.core.ontology import load_ontology
+from evals_pipeline.core.ontology import Ontology, RelationType, load_ontology
 from evals_pipeline.core.options import ExtractOptions, resolve_ontology_mode
 
 GOOD = """\
@@ -119,6 +119,13 @@ def test_vocabulary_violations(tmp_path: Path) -> None:
     assert onto.vocabulary_violations(
         (e.type for e in result.entities), (e.relation for e in result.edges)
     ) == (1, 1)
+
+
+def test_an_ontology_of_relations_only_puts_no_entity_type_outside() -> None:
+    """The strict prompt lets the model type entities freely when the ontology lists no entity
+    types (WebNLG's): every entity had counted as outside the (empty) list."""
+    relations_only = Ontology(relation_types=(RelationType(name="WORKS_FOR"),))
+    assert relations_only.vocabulary_violations(["Person", None], ["WORKS_FOR", "LIKES"]) == (0, 1)
 
 
 def test_mode_resolution_rules(tmp_path: Path) -> None:

@@ -66,7 +66,9 @@ def _most_common(values: pd.Series) -> str | None:
 
 def _vocabulary_compliance(ok_rows: pd.DataFrame, ontology: Ontology) -> dict[str, Any]:
     """Entities and edges whose type lies outside the ontology, counted from the table's JSON
-    (`table_graph_json`): two fields of every item, not a model of it."""
+    (`table_graph_json`): two fields of every item, not a model of it. Entities count only
+    where the ontology has entity types: with none, they were asked for untyped by the list."""
+    typed = bool(ontology.entity_types)
     ent_out = ent_total = edge_out = edge_total = 0
     with gc_paused():  # each row's parsed JSON is freed as soon as it is counted
         for _chunk, graph in table_graph_json(ok_rows):
@@ -78,7 +80,7 @@ def _vocabulary_compliance(ok_rows: pd.DataFrame, ontology: Ontology) -> dict[st
             )
             ent_out += bad_entities
             edge_out += bad_edges
-            ent_total += len(entities)
+            ent_total += len(entities) if typed else 0
             edge_total += len(edges)
     total = ent_total + edge_total
     return {

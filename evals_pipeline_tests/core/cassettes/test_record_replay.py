@@ -196,9 +196,7 @@ def test_ontology_edit_is_a_cassette_miss(tmp_path: Path, episodes: list[Episode
         )
 
 
-def test_an_episode_text_or_group_change_is_a_miss(
-    tmp_path: Path, episodes: list[Episode]
-) -> None:
+def test_an_episode_text_or_group_change_is_a_miss(tmp_path: Path, episodes: list[Episode]) -> None:
     cassette = tmp_path / "c.jsonl"
     _record_rules(cassette, episodes[:1], ExtractOptions())
     changed = episodes[0].model_copy(update={"body": episodes[0].body + " Extra."})

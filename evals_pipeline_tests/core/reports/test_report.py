@@ -626,3 +626,18 @@ def test_the_strict_table_has_a_column_group_per_scored_axis() -> None:
     from evals_pipeline.core.scoring.strict import AXES
 
     assert list(STRICT_AXES) == list(AXES)
+
+
+def test_vocabulary_compliance_of_an_ontology_of_relations_only_counts_edges() -> None:
+    """No entity types: the prompt lets the model type entities freely, so they are neither
+    outside nor in the total (all four had been outside, an outside rate of 5/6)."""
+    from evals_pipeline.core.ontology import Ontology, RelationType
+
+    relations_only = Ontology(relation_types=(RelationType(name="WORKS_FOR"),))
+    summary = backend_summary(
+        "cand", "spec", candidate_table(), ontology=relations_only, mode="strict", prices=None
+    )
+    vocabulary = summary["vocabulary_compliance"]
+    assert (vocabulary["entities_outside"], vocabulary["entities_total"]) == (0, 0)
+    assert vocabulary["edges_total"] == 2
+    assert vocabulary["outside_rate"] == vocabulary["edges_outside"] / 2
