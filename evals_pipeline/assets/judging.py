@@ -42,7 +42,7 @@ from ..resources import EvalsResource
 from ..versions import judging_version
 from .spend import spend_before_failure
 
-VERDICT_COLUMNS = ["chunk", "axis", "tp", "fp", "fn", "error", "model"]
+VERDICT_COLUMNS = ["chunk", "axis", "tp", "fp", "fn", "error", "asked", "model"]
 
 JUDGE_ERRORS_CHECK = "judge_errors"
 _JUDGE_ERRORS_DESCRIPTION = (

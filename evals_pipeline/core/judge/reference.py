@@ -30,12 +30,16 @@ class MatchesVerdict(BaseModel):
 
 @dataclass(frozen=True)
 class Verdict:
+    """`asked`: the judge gave these counts (a call, or its cache); False where they follow
+    without one (a chunk the candidate failed, an axis one side has no items on)."""
+
     chunk: str
     axis: str
     tp: int
     fp: int
     fn: int
     error: str | None = None
+    asked: bool = False
 
 
 def matches_to_counts(matches: list[tuple[int, int]], n_candidate: int, n_reference: int) -> PRF:
@@ -71,7 +75,7 @@ async def judge_chunk_axis(
     except EvalsError as exc:
         return Verdict(chunk, axis, 0, 0, 0, error=str(exc))  # not scored, counted
     counts = matches_to_counts(parsed.matches, n_c, n_r)
-    return Verdict(chunk, axis, counts.tp, counts.fp, counts.fn)
+    return Verdict(chunk, axis, counts.tp, counts.fp, counts.fn, asked=True)
 
 
 async def judge_against_reference(
@@ -101,13 +105,14 @@ async def _failed(chunk: str, axis: str, reference: ExtractionResult) -> Verdict
 
 def judged_scores(verdicts: list[Verdict]) -> dict[str, dict[str, float | int | None]]:
     """Pooled judged P/R/F1 per axis over the chunks judged; a judge error is left out of the
-    pool and counted apart. With no chunk judged on an axis, or with judge errors and nothing
-    but empty chunks judged, the scores are None, not the 1.0 of agreeing on nothing: nothing
-    was measured. (Empty chunks alone, with no error, agree on nothing: 1.0, as strict.)"""
+    pool and counted apart. With no chunk judged on an axis, or with judge errors and no
+    verdict the judge gave (only failed chunks and empty sides, which need no call), the scores
+    are None, not a 0.0 or the 1.0 of agreeing on nothing: no judge measured anything. (With no
+    error, those verdicts alone stand, as in strict scoring: a failed chunk counts against.)"""
     out: dict[str, dict[str, float | int | None]] = {}
     for axis in AXES:
         total = PRF()
-        judged = errors = 0
+        judged = errors = asked = 0
         for v in verdicts:
             if v.axis != axis:
                 continue
@@ -115,9 +120,10 @@ def judged_scores(verdicts: list[Verdict]) -> dict[str, dict[str, float | int | 
                 errors += 1
                 continue
             judged += 1
+            asked += v.asked
             total = total + PRF(tp=v.tp, fp=v.fp, fn=v.fn)
         scores: dict[str, float | int | None] = {**total.to_dict()}
-        if judged == 0 or (errors and total.tp + total.fp + total.fn == 0):
+        if judged == 0 or (errors and not asked):
             scores.update(precision=None, recall=None, f1=None)
         out[axis] = {**scores, "chunks_judged": judged, "judge_errors": errors}
     return out
@@ -136,6 +142,8 @@ def verdicts_from_rows(rows: list[dict[str, object]]) -> list[Verdict]:
                 fp=int(row["fp"]),  # type: ignore[call-overload]
                 fn=int(row["fn"]),  # type: ignore[call-overload]
                 error=error if isinstance(error, str) else None,
+                # A table from before the column: taken as asked, as it was scored then.
+                asked=bool(row.get("asked", True)),
             )
         )
     return out

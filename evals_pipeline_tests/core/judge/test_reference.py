@@ -360,3 +360,19 @@ def test_a_judge_cache_locked_elsewhere_stalls_no_call_in_flight(tmp_path: Path)
         verdicts = run_sync(go)
     assert [v.matches for v in verdicts] == [[(1, 1)], [(1, 1)]]
     assert len(server.requests) == 2 and len(cache.read_text().splitlines()) == 2
+
+
+def test_no_judged_score_where_the_judge_answered_nothing() -> None:
+    """Every judge call failed, and one chunk the candidate had failed (a verdict made with no
+    call) was in the pool: the report had shown judged P/R/F1 0.000 over 1 chunk judged."""
+    errors = [Verdict(f"c{i}", "edges", 0, 0, 0, error="judge HTTP 529") for i in range(15)]
+    no_call = Verdict("c15", "edges", 0, 0, 5)  # the candidate failed c15: all false negatives
+    scores = judged_scores([*errors, no_call])["edges"]
+    assert (scores["precision"], scores["recall"], scores["f1"]) == (None, None, None)
+    assert (scores["chunks_judged"], scores["judge_errors"]) == (1, 15)
+    # One verdict the judge gave, and the pool is scored, the failed chunk counting against.
+    asked = Verdict("c16", "edges", 2, 0, 0, asked=True)
+    scores = judged_scores([*errors, no_call, asked])["edges"]
+    assert scores["recall"] == pytest.approx(2 / 7)
+    # No error at all: verdicts made without a call stand, as in strict scoring.
+    assert judged_scores([no_call])["edges"]["recall"] == 0.0
