@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from ..errors import CassetteWriteError, EvalsError
 from ..models import ExtractionResult
@@ -21,11 +22,21 @@ from .client import JudgeClient
 from .prompts import AXES, axis_items, render_reference
 
 
+def _no_bool(value: object) -> object:
+    if isinstance(value, bool):  # lax parsing reads JSON's true as 1
+        raise ValueError("an item number, not true or false")
+    return value
+
+
+# An item's number as the judge writes it ("2" too), but not a boolean.
+ItemNumber = Annotated[int, BeforeValidator(_no_bool)]
+
+
 class MatchesVerdict(BaseModel):
     """A reference-mode verdict: (candidate item, reference item) pairs that say the same."""
 
     model_config = ConfigDict(extra="ignore")
-    matches: list[tuple[int, int]]
+    matches: list[tuple[ItemNumber, ItemNumber]]
 
 
 @dataclass(frozen=True)
@@ -43,14 +54,21 @@ class Verdict:
 
 
 def matches_to_counts(matches: list[tuple[int, int]], n_candidate: int, n_reference: int) -> PRF:
-    """One-to-one, in-range pairs only: a judge that pairs one item twice gains nothing."""
-    used_c: set[int] = set()
-    used_r: set[int] = set()
-    for c, r in matches:
-        if 1 <= c <= n_candidate and 1 <= r <= n_reference and c not in used_c and r not in used_r:
-            used_c.add(c)
-            used_r.add(r)
-    tp = len(used_c)
+    """One-to-one, in-range pairs only: a judge that pairs one item twice gains nothing. Where
+    the judge's pairs share an item, the most pairs that do not (a maximum matching): taking
+    them first come had made the count depend on the order the judge listed them in."""
+    pairs = {(c, r) for c, r in matches if 1 <= c <= n_candidate and 1 <= r <= n_reference}
+    if len({c for c, _ in pairs}) == len(pairs) == len({r for _, r in pairs}):
+        tp = len(pairs)  # no item twice: every pair stands
+    else:
+        import numpy as np
+        from scipy.optimize import linear_sum_assignment  # on first use, as in claims scoring
+
+        said = np.zeros((n_candidate, n_reference))
+        for c, r in pairs:
+            said[c - 1, r - 1] = 1.0
+        rows, cols = linear_sum_assignment(said, maximize=True)
+        tp = int(said[rows, cols].sum())
     return PRF(tp=tp, fp=n_candidate - tp, fn=n_reference - tp)
 
 

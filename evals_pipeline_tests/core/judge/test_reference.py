@@ -6,11 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from evals_pipeline.core.judge.cache import JudgeCache, JudgeCacheCorrupt, judge_key
 from evals_pipeline.core.judge.client import JudgeClient
 from evals_pipeline.core.judge.pairwise import WinnerVerdict
 from evals_pipeline.core.judge.reference import (
+    MatchesVerdict,
     Verdict,
     judge_against_reference,
     judged_scores,
@@ -91,6 +93,21 @@ def test_malformed_or_failed_judge_replies_are_counted_not_scored(tmp_path: Path
 def test_matches_are_one_to_one_and_in_range() -> None:
     counts = matches_to_counts([(1, 1), (1, 2), (2, 1), (3, 9), (2, 2)], 3, 2)
     assert (counts.tp, counts.fp, counts.fn) == (2, 1, 0)
+
+
+@pytest.mark.parametrize(
+    "order", [[(1, 2), (1, 1), (2, 2)], [(1, 1), (1, 2), (2, 2)], [(2, 2), (1, 2), (1, 1)]]
+)
+def test_the_judges_pairs_count_the_same_in_any_order(order: list[tuple[int, int]]) -> None:
+    """Taken first come, (1,2) then (1,1), (2,2) had counted one match where two stand."""
+    counts = matches_to_counts(order, 2, 2)
+    assert (counts.tp, counts.fp, counts.fn) == (2, 0, 0)
+
+
+def test_a_match_is_two_item_numbers() -> None:
+    """JSON's true had been read as item 1."""
+    with pytest.raises(ValidationError):
+        MatchesVerdict.model_validate_json('{"matches": [[true, 1]]}')
 
 
 def test_cache_families_never_collide_and_corruption_names_the_line(tmp_path: Path) -> None:
