@@ -24,9 +24,12 @@ from pathlib import Path
 from .core import prompts
 from .core.config import EvalsConfig
 from .core.digests import contents_key
+from .core.judge import prompts as judge_prompts
 
-# The extraction prompts are code, but a template edit changes every extract key.
+# The extraction prompts are code, but a template edit changes every extract key; the judge's,
+# every judge prompt (its cache asks again, and the verdicts must show as stale).
 _PROMPTS = Path(prompts.__file__)
+_JUDGE_PROMPTS = Path(judge_prompts.__file__)
 
 
 def _version(parts: Iterable[object]) -> str:
@@ -132,4 +135,4 @@ def golden_version(config: EvalsConfig) -> str:
 
 
 def _judge(config: EvalsConfig) -> object:
-    return (config.judge.model, config.judge.mode)
+    return (config.judge.model, config.judge.mode, *_files([_JUDGE_PROMPTS]))

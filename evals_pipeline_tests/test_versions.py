@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from dagster import AssetKey, DagsterInstance, materialize
 from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
 from dagster._core.loader import LoadingContextForTest
@@ -233,3 +234,19 @@ def test_a_setting_the_plan_reads_marks_the_extractions_stale_too(tmp_path: Path
         statuses = _statuses(edited, instance)
         assert statuses.pop("corpus") == StaleStatus.FRESH
         assert statuses == dict.fromkeys(statuses, StaleStatus.STALE)
+
+
+def test_an_edited_judge_prompt_changes_the_judging_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The judge's prompts had been in no version: after an edit, the UI showed old verdicts
+    and tallies as fresh (their cache asks again, so a re-run judges afresh)."""
+    from evals_pipeline import versions
+
+    config = make_config(tmp_path, {"oracle": "oracle"})
+    before = versions.judging_version(config), versions.report_version(config)
+    edited = tmp_path / "judge_prompts.py"
+    edited.write_text(versions._JUDGE_PROMPTS.read_text() + "\n# edited\n")
+    monkeypatch.setattr(versions, "_JUDGE_PROMPTS", edited)
+    after = versions.judging_version(config), versions.report_version(config)
+    assert after[0] != before[0] and after[1] != before[1]
