@@ -212,6 +212,14 @@ class _StageFailure(Exception):
         self.failure = failure
 
 
+def _completion_tokens(attempt: Attempt | None) -> int | None:
+    """The reply's output token count, or None where it is unknown (the design's null): the
+    transports read a missing usage block as 0, and a reply with text took more than none."""
+    if attempt is None or (attempt.output_tokens == 0 and attempt.text):
+        return None
+    return attempt.output_tokens
+
+
 def _failure(
     transport: ChatTransport,
     request: ChatRequest,
@@ -229,7 +237,7 @@ def _failure(
         classification=classification,  # type: ignore[arg-type]
         raw_body=raw_body,
         finish_reason=attempt.finish_reason if attempt else None,
-        completion_tokens=attempt.output_tokens if attempt else None,
+        completion_tokens=_completion_tokens(attempt),
         max_tokens=request.max_tokens,
     )
 

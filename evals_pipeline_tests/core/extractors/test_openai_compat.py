@@ -1200,3 +1200,17 @@ def test_a_url_query_value_the_model_writes_is_kept_in_its_reply(
     cassette = tmp_path / "c.jsonl"
     outcome = _extract(RecordingExtractor(TransportExtractor(transport), cassette))
     assert outcome.result.entities[0].summary == "Joined Acme on 2024-06-01 with ***."
+
+
+def test_a_failure_without_a_usage_count_records_its_tokens_as_unknown(
+    server: LoopbackLLMServer,
+) -> None:
+    """The sidecar's completion_tokens is null where the count is unavailable (the design's
+    field); a reply cut off with no usage block had been recorded as 0 tokens."""
+    cut = _completion(json.dumps(ENTITIES)[:40], finish_reason="length")
+    assert cut.json is not None
+    del cut.json["usage"]
+    server.enqueue(cut, cut)
+    failure = _failure(_extractor(server)).failure
+    assert isinstance(failure, FailureRecord)
+    assert (failure.classification, failure.completion_tokens) == ("truncation", None)
