@@ -19,10 +19,11 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
@@ -666,6 +667,7 @@ def _load(
         return key is not None and wanted is not None and key not in wanted
 
     by_key: dict[str, list[int]] = {}  # key -> its records' locations, flat (_LOCATION)
+    repeated: set[str] = set()  # keys with more than one record (served FIFO)
     count = 0
     keys_lead = True
     files: list[BinaryIO | None] = []
@@ -697,12 +699,16 @@ def _load(
                         raise CassetteDuplicateKey(
                             path, record.key, (first_number, number), path_list[first_index]
                         )
+                    if where:
+                        repeated.add(record.key)
                     where.extend((index, number, offset, len(raw)))
                     count += 1
                     if keys_lead and _leading_key(raw) not in (None, record.key):
                         keys_lead = False
                 if locked:
                     fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            for key in repeated:
+                by_key[key] = _in_recorded_order(by_key[key], files)
             held = {key: tuple(where) for key, where in by_key.items()}
     except BaseException:
         _close_all(tuple(files))
@@ -716,6 +722,24 @@ def _load(
         record_count=count,
         keys_lead=keys_lead,
     )
+
+
+def _in_recorded_order(where: list[int], files: Sequence[BinaryIO | None]) -> list[int]:
+    """One key's record locations in the order they were recorded, by their timestamps (ties,
+    or a stamp that does not read, keep file order): files assembled from several recording
+    runs, newest first, had served the newest answer first. Read back for repeated keys only."""
+    locations = [tuple(where[i : i + _LOCATION]) for i in range(0, len(where), _LOCATION)]
+    try:
+        stamps = []
+        for index, _number, offset, length in locations:
+            handle = files[index]
+            assert handle is not None
+            raw = os.pread(handle.fileno(), length, offset)
+            stamps.append(datetime.fromisoformat(json.loads(raw)["timestamp"]))
+        order = sorted(range(len(locations)), key=stamps.__getitem__)  # stable
+    except (ValueError, TypeError):  # not RFC 3339, or naive against aware
+        return where
+    return [value for i in order for value in locations[i]]
 
 
 _KEY_PREFIX = b'{"key":"'

@@ -909,3 +909,30 @@ def test_a_failed_unique_write_leaves_its_key_to_the_next_writer_of_it(
         thread.join()
     assert said == {"first": "failed", "second": True}
     assert len(load_cassette(path, unique=True)) == 2
+
+
+def test_identical_calls_are_served_in_the_order_they_were_recorded(tmp_path: Path) -> None:
+    """Matching is independent of file order, and identical calls are served FIFO "in the
+    order they were recorded": a cassette assembled newest run first had served the newest
+    answer first. Equal stamps keep the file's order."""
+    from evals_pipeline.core.cassettes.store import Cassette
+
+    def at(stamp: str, text: str) -> CassetteRecord:
+        return record("a" * 64, text).model_copy(update={"timestamp": stamp})
+
+    def texts(cassette: Cassette) -> list[str]:
+        return [
+            cassette.take("a" * 64, "extract").response.transcript[0].attempts[0].text
+            for _ in range(3)
+        ]
+
+    newer, older = tmp_path / "newer.jsonl", tmp_path / "older.jsonl"
+    write(newer, at("2026-03-01T00:00:00.000Z", "march"))
+    write(older, at("2026-01-01T00:00:00.000Z", "january"), at("2026-02-01T09:00:00+09:00", "feb"))
+    assembled = tmp_path / "assembled.jsonl"
+    assembled.write_bytes(newer.read_bytes() + older.read_bytes())
+    assert texts(load_cassette(assembled)) == ["january", "feb", "march"]
+    assert texts(load_cassette([newer, older])) == ["january", "feb", "march"]
+    tied = tmp_path / "tied.jsonl"
+    write(tied, at("2026-01-01T00:00:00.000Z", "first"), at("2026-01-01T00:00:00.000Z", "second"))
+    assert texts(load_cassette([tied, older])) == ["first", "second", "january"]
