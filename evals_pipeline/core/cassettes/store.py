@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import threading
 import time
 import weakref
@@ -36,6 +37,7 @@ from ..errors import (
     CassetteMiss,
     CassetteNotAFile,
     CassetteWriteError,
+    EvalsError,
 )
 from ..files import line_problem, not_found
 from ..gc_tuning import gc_paused
@@ -317,6 +319,22 @@ def _line_key(raw: bytes) -> str | None:
         return None
     key = value.get("key") if isinstance(value, dict) else None
     return key if isinstance(key, str) else None
+
+
+def holds_calls_of(path: Path | str, mode: str, names: AbstractSet[str]) -> bool:
+    """Whether the cassette at `path` holds a call recorded for one of the episodes `names` in
+    ontology `mode` (by each record's request). A cassette none of whose keys matches, but
+    which holds such calls, was recorded for these calls under other prompts (a prompt,
+    ontology or text edit: it is stale); one that holds none was recorded for other calls (a
+    mode, a corpus it never saw). Read on that path only: it parses every line."""
+    try:
+        for _number, record in iter_records(path, ReplayRecord, skip_torn_tail=True):
+            request = record.request
+            if request.get("ontology_mode") == mode and request.get("episode_name") in names:
+                return True
+    except (OSError, EvalsError):
+        return False  # unreadable or corrupt: its own guards say so
+    return False
 
 
 def iter_records(
@@ -734,12 +752,27 @@ def _in_recorded_order(where: list[int], files: Sequence[BinaryIO | None]) -> li
         for index, _number, offset, length in locations:
             handle = files[index]
             assert handle is not None
-            raw = os.pread(handle.fileno(), length, offset)
-            stamps.append(datetime.fromisoformat(json.loads(raw)["timestamp"]))
+            stamps.append(datetime.fromisoformat(_timestamp(handle, offset, length)))
         order = sorted(range(len(locations)), key=stamps.__getitem__)  # stable
     except (ValueError, TypeError):  # not RFC 3339, or naive against aware
         return where
     return [value for i in order for value in locations[i]]
+
+
+# A record's timestamp as the recorder writes it, in the line's head before its request: a
+# quote in the request's text is escaped, so this matches the record's own field only.
+_TIMESTAMP = re.compile(rb'"timestamp":"([^"\\]*)"')
+_HEAD = 1024
+
+
+def _timestamp(handle: BinaryIO, offset: int, length: int) -> str:
+    """A loaded record's timestamp: from its head where the recorder put it, else (a line
+    written otherwise) from the whole line parsed. Parsing each repeated record whole had
+    doubled the load of a cassette whose keys repeat."""
+    head = os.pread(handle.fileno(), min(length, _HEAD), offset)
+    if (found := _TIMESTAMP.search(head)) is not None and b'"request"' not in head[: found.start()]:
+        return found[1].decode("ascii", "replace")
+    return str(json.loads(os.pread(handle.fileno(), length, offset))["timestamp"])
 
 
 _KEY_PREFIX = b'{"key":"'

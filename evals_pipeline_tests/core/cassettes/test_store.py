@@ -936,3 +936,22 @@ def test_identical_calls_are_served_in_the_order_they_were_recorded(tmp_path: Pa
     tied = tmp_path / "tied.jsonl"
     write(tied, at("2026-01-01T00:00:00.000Z", "first"), at("2026-01-01T00:00:00.000Z", "second"))
     assert texts(load_cassette([tied, older])) == ["first", "second", "january"]
+
+
+def test_a_record_written_in_another_field_order_is_ordered_by_its_own_timestamp(
+    tmp_path: Path,
+) -> None:
+    """The order reads a timestamp from a line's head where the recorder puts it; a line
+    written otherwise (its request first, holding a "timestamp" of its own) is parsed whole."""
+    first = record("a" * 64, "first").model_copy(update={"timestamp": "2026-01-01T00:00:00Z"})
+    late = record("a" * 64, "late").model_dump(mode="json")
+    late["timestamp"] = "2026-06-01T00:00:00Z"
+    late["request"] = {"timestamp": "2000-01-01T00:00:00Z"}
+    path = tmp_path / "c.jsonl"
+    shuffled = {"request": late["request"], **{k: v for k, v in late.items() if k != "request"}}
+    path.write_text(json.dumps(shuffled) + "\n" + first.model_dump_json() + "\n")
+    cassette = load_cassette(path)
+    served = [
+        cassette.take("a" * 64, "extract").response.transcript[0].attempts[0].text for _ in range(2)
+    ]
+    assert served == ["first", "late"]
