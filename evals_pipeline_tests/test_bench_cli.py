@@ -321,3 +321,24 @@ def test_the_bench_resource_refuses_to_record_a_replay(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"bench\.record_cassette\.rules: it replays"):
         resource.bench_extractor("rules", load_gold("cases", CASES, "test"))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_stale_bench_cassette_fails_the_bench_after_its_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bench cassette holding the cases' calls under other keys (recorded under other
+    prompts) answers none: the bench had exited 0 with a warning."""
+    import re
+
+    stale = tmp_path / "stale.jsonl"
+    stale.write_text(
+        "".join(
+            re.sub(r'^\{"key":"(.)', lambda m: '{"key":"' + "fe"[m[1] == "f"], line) + "\n"
+            for line in BENCH_RULES.read_text().splitlines()
+        )
+    )
+    args = ["bench", "--backend", f"rules=cassette:path={stale}", "--out", str(tmp_path / "out")]
+    assert cli_main(args) == 1
+    err = capsys.readouterr().err
+    assert "FAILED CHECK bench_runs[rules|cases] cassette_coverage: 40 of 40" in err
+    assert _only(tmp_path / "out" / "cases", ".md").is_file()  # the report is written

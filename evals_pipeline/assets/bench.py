@@ -105,8 +105,10 @@ def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                 runs,
                 description=(
                     "Every extraction was in the replayed cassette. A miss (a cassette recorded "
-                    "for other cases, texts or prompts) counts as an episode error (WARN, not "
-                    "blocking); the row then measures the cassette, not the model."
+                    "for other cases, texts or prompts) counts as an episode error; the row then "
+                    "measures the cassette, not the model. Not blocking: WARN, or ERROR when the "
+                    "cassette holds these episodes' calls and answers none (a prompt edit), and "
+                    "the commands then exit 1 after the reports."
                 ),
             )
         ],
@@ -148,7 +150,13 @@ def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         yield AssetCheckResult(
             check_name=COVERAGE_CHECK,
             passed=extractor.misses == 0,
-            severity=coverage_severity(extractor.misses, extractor.misses + extractor.replayed),
+            severity=coverage_severity(
+                extractor.misses,
+                extractor.misses + extractor.replayed,
+                cassette,
+                evals.config.bench.ontology_mode,
+                {episode.name for episode, _ in gold.calls(evals.config.bench.ontology_mode)},
+            ),
             description=(
                 f"{extractor.misses} of {extractor.misses + extractor.replayed} extractions are "
                 f"not in {cassette or 'the cassette'} under {evals.config.bench.ontology_mode} "

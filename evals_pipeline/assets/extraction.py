@@ -6,6 +6,8 @@ extraction cache when they can, so materialising an unchanged partition again ma
 """
 
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -24,6 +26,7 @@ from dagster import (
 
 from ..core.cassettes.keys import extract_key
 from ..core.cassettes.sidecar import miss_explanation
+from ..core.cassettes.store import holds_calls_of
 from ..core.config import EvalsConfig
 from ..core.plan import backend_guards
 from ..core.reports.report import backend_summary, float_metrics
@@ -38,11 +41,16 @@ LLM_POOL = "llm"
 COVERAGE_CHECK = "cassette_coverage"
 
 
-def coverage_severity(misses: int, asked: int) -> AssetCheckSeverity:
-    """WARN for a cassette's shortfall (an honest error rate, not an abort); ERROR, still not
-    blocking, when it answers none of what was asked: a prompt, ontology or corpus change
-    since it was recorded (or a mode it never recorded), which a run's exit must not hide."""
-    return AssetCheckSeverity.ERROR if asked and misses >= asked else AssetCheckSeverity.WARN
+def coverage_severity(
+    misses: int, asked: int, cassette: Path | None, mode: str, names: AbstractSet[str]
+) -> AssetCheckSeverity:
+    """WARN for a cassette's shortfall (an honest error rate, not an abort). ERROR, still not
+    blocking, when it answers none of what was asked though it holds calls recorded for these
+    episodes in this mode: a prompt, ontology or text edit since, which a run's exit must not
+    hide. A cassette recorded for other calls (a mode, a gold corpus it never saw) stays WARN."""
+    if asked and misses >= asked and cassette is not None and holds_calls_of(cassette, mode, names):
+        return AssetCheckSeverity.ERROR
+    return AssetCheckSeverity.WARN
 
 
 def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
@@ -66,7 +74,8 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                     "or corpus changed since recording, or the chunk's call failed then (its "
                     "sidecar says which): the chunk counts as an error, and the cassette needs "
                     "re-recording. Not blocking (a shortfall is an honest error rate): WARN, or "
-                    "ERROR when no chunk is in it, and the commands then exit 1 after the reports."
+                    "ERROR when it holds these chunks' calls in this mode and answers none (a "
+                    "prompt edit), and the commands then exit 1 after the reports."
                 ),
             )
         ],
@@ -115,7 +124,9 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         yield AssetCheckResult(
             check_name=COVERAGE_CHECK,
             passed=extractor.misses == 0,
-            severity=coverage_severity(extractor.misses, len(table)),
+            severity=coverage_severity(
+                extractor.misses, len(table), spec.cassette_path, mode, {e.name for e in episodes}
+            ),
             description=(
                 miss_explanation(
                     set(table.loc[table["error_type"] == "CassetteMiss", "chunk"]),

@@ -126,9 +126,10 @@ def test_a_bench_cassette_recorded_for_other_texts_is_warned_about_not_scored_si
     )
     outcome = MaterializeResult()
     ok = materialize_bench(config, build_definitions(config), DagsterInstance.ephemeral(), outcome)
-    assert ok and outcome.success  # not an abort; but an ERROR, as no episode replayed
-    [failed] = [w for w in outcome.failed_checks if "cassette_coverage" in w]
-    assert failed.startswith("bench_runs[rules|webnlg] cassette_coverage: 300 of 300 ")
+    assert ok and outcome.success  # a shortfall is an error rate, not an abort
+    assert not outcome.failed_checks  # (a WARN: it was recorded for other texts, not stale)
+    [warning] = [w for w in outcome.warnings if "cassette_coverage" in w]
+    assert warning.startswith("bench_runs[rules|webnlg] cassette_coverage: 300 of 300 ")
     (md,) = outcome.bench_reports
     assert "- rules: 300 of 300 episodes errored, 300 of them cassette misses" in md.read_text()
 

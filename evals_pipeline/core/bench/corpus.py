@@ -196,7 +196,8 @@ class BenchCorpus:
     def episode_name(self, case: BenchCase, episode: BenchEpisode) -> str:
         """The episode's name, which the prompt shows (`<document name=...>`): opaque, as the
         case id names the failure it tests (`injection/clinics` had told the model an
-        injection was coming). Stable, and unique per case; not part of any cassette key."""
+        injection was coming). Stable, and unique per case; part of the cassette key, as the
+        prompt is (a change of it needs the bench cassettes recorded again)."""
         token = hashlib.sha256(case.id.encode("utf-8")).hexdigest()[:12]
         return f"case-{token}/{episode.source_id}"
 

@@ -214,8 +214,9 @@ class _StageFailure(Exception):
 
 def _completion_tokens(attempt: Attempt | None) -> int | None:
     """The reply's output token count, or None where it is unknown (the design's null): the
-    transports read a missing usage block as 0, and a reply with text took more than none."""
-    if attempt is None or (attempt.output_tokens == 0 and attempt.text):
+    transports read a missing usage block as 0, and a reply with text, or one cut off at its
+    budget, took more than none."""
+    if attempt is None or (attempt.output_tokens == 0 and (attempt.text or attempt.truncated)):
         return None
     return attempt.output_tokens
 
