@@ -1207,10 +1207,11 @@ def test_a_failure_without_a_usage_count_records_its_tokens_as_unknown(
 ) -> None:
     """The sidecar's completion_tokens is null where the count is unavailable (the design's
     field); a reply cut off with no usage block had been recorded as 0 tokens."""
-    cut = _completion(json.dumps(ENTITIES)[:40], finish_reason="length")
-    assert cut.json is not None
-    del cut.json["usage"]
-    server.enqueue(cut, cut)
-    failure = _failure(_extractor(server)).failure
-    assert isinstance(failure, FailureRecord)
-    assert (failure.classification, failure.completion_tokens) == ("truncation", None)
+    for text in (json.dumps(ENTITIES)[:40], ""):  # cut off mid-reply, or before any text
+        cut = _completion(text, finish_reason="length")
+        assert cut.json is not None
+        del cut.json["usage"]
+        server.enqueue(cut, cut)
+        failure = _failure(_extractor(server)).failure
+        assert isinstance(failure, FailureRecord)
+        assert (failure.classification, failure.completion_tokens) == ("truncation", None)
