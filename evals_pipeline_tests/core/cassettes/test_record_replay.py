@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -595,13 +596,23 @@ class _LiveAnswer(Extractor):
         raise NotImplementedError
 
 
+def _recording_at_once(cassette: Path, calls: int) -> list[asyncio.Task[ExtractionOutcome]]:
+    """`calls` answers of a network backend, recorded into `cassette` at once (in a loop)."""
+    recorder = RecordingExtractor(_LiveAnswer(), cassette)
+    return [
+        asyncio.create_task(
+            recorder.extract(Episode(name=f"e{i}", body=f"Ada {i}."), ExtractOptions())
+        )
+        for i in range(calls)
+    ]
+
+
 def test_a_cancel_while_the_record_waits_splits_it_from_its_sidecar_entries(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An answer with an edge budget exhausted is a record and a sidecar entry. They had been
     two write jobs: a cancel (Ctrl-C) while the first waited on a lock held elsewhere let the
     record be written and dropped the entry."""
-    import asyncio
 
     from evals_pipeline.core.cassettes import store
 
@@ -644,7 +655,6 @@ def test_a_cancel_while_the_record_waits_splits_it_from_its_sidecar_entries(
 def test_recordings_waiting_on_a_lock_hold_up_no_host_name_lookup(tmp_path: Path) -> None:
     """Writes waiting on a lock held elsewhere had filled the loop's default executor (a few
     threads), where aiohttp resolves host names: no new connection could be made meanwhile."""
-    import asyncio
 
     from evals_pipeline_tests.support.locks import lock_held_elsewhere
 
@@ -652,13 +662,7 @@ def test_recordings_waiting_on_a_lock_hold_up_no_host_name_lookup(tmp_path: Path
     cassette.touch()
 
     async def go() -> float:
-        recorder = RecordingExtractor(_LiveAnswer(), cassette)
-        calls = [
-            asyncio.create_task(
-                recorder.extract(Episode(name=f"e{i}", body=f"Ada {i}."), ExtractOptions())
-            )
-            for i in range(40)
-        ]
+        calls = _recording_at_once(cassette, 40)
         await asyncio.sleep(0.2)  # every write is waiting on the lock by now
         started = time.perf_counter()
         await asyncio.get_running_loop().getaddrinfo("localhost", 80)
@@ -675,7 +679,6 @@ def test_recordings_waiting_on_a_lock_hold_up_no_host_name_lookup(tmp_path: Path
 def test_a_cancel_drops_no_write_still_queued(tmp_path: Path) -> None:
     """Every answer paid for is written, even one whose write was queued behind others (on a
     lock held elsewhere) when the run was cancelled: a queued write had been dropped with it."""
-    import asyncio
 
     from evals_pipeline_tests.support.locks import lock_held_elsewhere
 
@@ -683,13 +686,7 @@ def test_a_cancel_drops_no_write_still_queued(tmp_path: Path) -> None:
     cassette.touch()
 
     async def go() -> None:
-        recorder = RecordingExtractor(_LiveAnswer(), cassette)
-        calls = [
-            asyncio.create_task(
-                recorder.extract(Episode(name=f"e{i}", body=f"Ada {i}."), ExtractOptions())
-            )
-            for i in range(12)
-        ]
+        calls = _recording_at_once(cassette, 12)
         await asyncio.sleep(0.2)
         for call in calls:
             call.cancel()
