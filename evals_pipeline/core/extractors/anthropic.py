@@ -22,7 +22,6 @@ from .base import LoopBound, Reply, counted_reply
 from .capped import MAX_BODY_BYTES, refused_body, sdk_capped_transport
 from .credentials import (
     checked_key,
-    checked_proxy_url,
     credential_secrets,
     environment_proxy,
     environment_proxy_url,
@@ -75,8 +74,8 @@ def client_secrets(key: str, base_url: str | None) -> tuple[tuple[str, ...], tup
     variable then, not the first call's UnicodeEncodeError."""
     url = sdk_base_url(base_url)
     checked_key(key, API_KEY_ENV)
-    checked_proxy_url(url, sdk=True)
-    proxy = environment_proxy(url)
+    # By the SDK's rules: checked by aiohttp's, a SOCKS proxy the SDK can use was refused.
+    proxy = environment_proxy(url, sdk=True)
     return credential_secrets(url, key, proxy), credential_secrets(url, key, proxy, query=False)
 
 

@@ -45,9 +45,10 @@ def checked_proxy_url(url: httpx.URL | str, *, sdk: bool = False, who: str = "")
     return proxy
 
 
-def environment_proxy(url: httpx.URL | str) -> httpx.Proxy | None:
-    """`checked_proxy_url` as httpx's Proxy (its credentials become a header of it)."""
-    proxy = checked_proxy_url(url)
+def environment_proxy(url: httpx.URL | str, *, sdk: bool = False) -> httpx.Proxy | None:
+    """`checked_proxy_url` as httpx's Proxy (its credentials become a header of it), checked
+    by the rules of the transport that will use it (`sdk`: the Anthropic SDK's)."""
+    proxy = checked_proxy_url(url, sdk=sdk)
     return httpx.Proxy(proxy) if proxy else None
 
 

@@ -124,3 +124,21 @@ def test_each_transport_refuses_them_as_it_is_built(monkeypatch: pytest.MonkeyPa
         OpenAICompatTransport(url="http://127.0.0.1:9/v1")
     with pytest.raises(ConfigError, match=r"^HTTPS_PROXY 'ftp://p:1' has a scheme"):
         AnthropicTransport(api_key="sk")
+
+
+def test_a_socks_proxy_the_sdk_can_use_is_not_refused_as_it_is_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With socksio installed the SDK's httpx proxies through SOCKS: the anthropic transport's
+    own check had applied aiohttp's rules as well, and refused it as it was built."""
+    from evals_pipeline.core.extractors.anthropic import client_secrets
+
+    real = importlib.util.find_spec
+
+    def with_socksio(name: str, *args: object) -> object:
+        return object() if name == "socksio" else real(name, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(importlib.util, "find_spec", with_socksio)
+    monkeypatch.setenv("HTTPS_PROXY", "socks5://127.0.0.1:1080")
+    client_secrets("sk-test-key-0123456789", None)
+    check_environment(CLAUDE, judging=False, environ={"ANTHROPIC_API_KEY": "k"})
