@@ -76,7 +76,7 @@ def client_secrets(key: str, base_url: str | None) -> tuple[tuple[str, ...], tup
     checked_key(key, API_KEY_ENV)
     # By the SDK's rules: checked by aiohttp's, a SOCKS proxy the SDK can use was refused.
     proxy = environment_proxy(url, sdk=True)
-    return credential_secrets(url, key, proxy), credential_secrets(url, key, proxy, query=False)
+    return credential_secrets(url, key, proxy)
 
 
 def new_client(

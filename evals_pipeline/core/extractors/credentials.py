@@ -66,25 +66,25 @@ def basic_token(username: str, password: str) -> str:
 
 
 def credential_secrets(
-    url: httpx.URL | str, key: str | None, proxy: httpx.Proxy | None, *, query: bool = True
-) -> tuple[str, ...]:
+    url: httpx.URL | str, key: str | None, proxy: httpx.Proxy | None
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """What no error message may show of a transport's call to `url`: the key, the URL's
     password and query values, the proxy's credentials, and the Basic auth headers made of them
-    (a server or proxy that echoes its request headers shows them base64-encoded).
-    `query=False` leaves the query values out: what a reply's text is cleared of, where a value
-    such as `api-version=2024-06-01` is as likely to be the model's own words."""
+    (a server or proxy that echoes its request headers shows them base64-encoded). Then the
+    same without the query values: what a reply's text is cleared of, where a value such as
+    `api-version=2024-06-01` is as likely to be the model's own words."""
     parsed = httpx.URL(str(url))
     proxy_auth = (proxy.raw_auth if proxy else None) or ()
-    secrets = [key, parsed.password, *(part.decode("latin-1") for part in proxy_auth)]
-    if query:
-        secrets += [value for _name, value in parsed.params.multi_items()]
-        # ... and as written in the URL (percent-encoded), as a server echoing its path shows.
-        secrets += [part.partition("=")[2] for part in parsed.query.decode("ascii").split("&")]
+    credentials = [key, parsed.password, *(part.decode("latin-1") for part in proxy_auth)]
     if parsed.userinfo:
-        secrets.append(basic_token(parsed.username, parsed.password))
+        credentials.append(basic_token(parsed.username, parsed.password))
     if proxy_auth:
-        secrets.append(base64.b64encode(b":".join(proxy_auth)).decode("ascii"))
-    return tuple(secret for secret in secrets if secret)
+        credentials.append(base64.b64encode(b":".join(proxy_auth)).decode("ascii"))
+    query = [value for _name, value in parsed.params.multi_items()]
+    # ... and as written in the URL (percent-encoded), as a server echoing its path shows.
+    query += [part.partition("=")[2] for part in parsed.query.decode("ascii").split("&")]
+    kept = tuple(secret for secret in credentials if secret)
+    return (*kept, *(value for value in query if value)), kept
 
 
 def userinfo_replaces_key(url: str) -> bool:

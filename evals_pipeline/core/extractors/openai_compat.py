@@ -128,8 +128,7 @@ class OpenAICompatTransport:
         self._headers = {"authorization": f"Bearer {key}"} if key else {}
         self._ssl: ssl.SSLContext | None = None
         self._proxy = None if uds_path else environment_proxy(self._url)
-        self._secrets = credential_secrets(parsed, key, self._proxy)
-        self._text_secrets = credential_secrets(parsed, key, self._proxy, query=False)
+        self._secrets, self._text_secrets = credential_secrets(parsed, key, self._proxy)
         self._clients = LoopBound(self._new_client)
 
     def _new_client(self) -> httpx.AsyncClient:
