@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 from .errors import BackendSpecError, ConfigError, InputFileError
 from .extractors.anthropic import API_KEY_ENV as ANTHROPIC_KEY_ENV
 from .extractors.redaction import without_userinfo
-from .extractors.specs import BackendSpec, check_name, parse_backend_spec, parse_named_backend
+from .extractors.specs import BackendSpec, check_name, parse_backend_spec
 from .files import (
     cannot_be_made,
     load_yaml,
@@ -415,7 +415,7 @@ def _check_backends(
         if (problem := check_name(name)) is not None:  # the key as written: `rules ` had passed
             raise InputFileError(source, f"backend {problem}", field=field)
         try:
-            parse_named_backend(f"{name}={spec}", base)
+            parse_backend_spec(spec, base)
         except BackendSpecError as exc:
             raise InputFileError(source, exc.problem, field=field) from None
     for name in record_cassette:
