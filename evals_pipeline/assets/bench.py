@@ -155,7 +155,7 @@ def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                 extractor.misses + extractor.replayed,
                 cassette,
                 evals.config.bench.ontology_mode,
-                {episode.name for episode, _ in gold.calls(evals.config.bench.ontology_mode)},
+                lambda: {e.name for e, _ in gold.calls(evals.config.bench.ontology_mode)},
             ),
             description=(
                 f"{extractor.misses} of {extractor.misses + extractor.replayed} extractions are "

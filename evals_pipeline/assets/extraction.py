@@ -5,7 +5,7 @@ configured limit (and, across runs, the `llm` concurrency pool). Answers come fr
 extraction cache when they can, so materialising an unchanged partition again makes no call.
 """
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
@@ -42,15 +42,21 @@ COVERAGE_CHECK = "cassette_coverage"
 
 
 def coverage_severity(
-    misses: int, asked: int, cassette: Path | None, mode: str, names: AbstractSet[str]
+    misses: int,
+    asked: int,
+    cassette: Path | None,
+    mode: str,
+    names: Callable[[], AbstractSet[str]],
 ) -> AssetCheckSeverity:
     """WARN for a cassette's shortfall (an honest error rate, not an abort). ERROR, still not
     blocking, when it answers none of what was asked though it holds calls recorded for these
-    episodes in this mode: a prompt, ontology or text edit since, which a run's exit must not
-    hide. A cassette recorded for other calls (a mode, a gold corpus it never saw) stays WARN."""
-    if asked and misses >= asked and cassette is not None and holds_calls_of(cassette, mode, names):
-        return AssetCheckSeverity.ERROR
-    return AssetCheckSeverity.WARN
+    episodes (`names()`, asked for only then) in this mode: a prompt, ontology or text edit
+    since, which a run's exit must not hide. A cassette recorded for other calls (a mode, a
+    gold corpus it never saw) stays WARN."""
+    if not asked or misses < asked or cassette is None:
+        return AssetCheckSeverity.WARN
+    stale = holds_calls_of(cassette, mode, names())
+    return AssetCheckSeverity.ERROR if stale else AssetCheckSeverity.WARN
 
 
 def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
@@ -125,7 +131,11 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             check_name=COVERAGE_CHECK,
             passed=extractor.misses == 0,
             severity=coverage_severity(
-                extractor.misses, len(table), spec.cassette_path, mode, {e.name for e in episodes}
+                extractor.misses,
+                len(table),
+                spec.cassette_path,
+                mode,
+                lambda: {e.name for e in episodes},
             ),
             description=(
                 miss_explanation(
