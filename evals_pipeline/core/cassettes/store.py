@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import re
 import threading
@@ -68,12 +69,20 @@ def _lock_for_append(fd: int, path: Path) -> None:
                     f"locked by another process for over {LOCK_WAIT_S:g} s (a run stopped or "
                     "stuck while it held the file?); nothing was written",
                 ) from None
+            if _ABANDON.is_set():
+                _ABANDONED.append(path)
+                raise CassetteWriteError(
+                    path, "interrupted while another process held its lock; nothing was written"
+                ) from None
         time.sleep(pause)
         pause = min(pause * 2, 0.05)
 
 
 _WRITERS: tuple[int, ThreadPoolExecutor] | None = None  # (pid, pool): made again in a fork
 _WRITING: set[Future[Any]] = set()  # writes begun and not yet done
+_ABANDON = threading.Event()  # set by a second interrupt: writes waiting on a lock give up
+_ABANDONED: list[Path] = []  # the files those writes were for
+_log = logging.getLogger(__name__)
 
 
 async def off_loop(write: Callable[[], T]) -> T:
@@ -94,10 +103,37 @@ async def off_loop(write: Callable[[], T]) -> T:
     return await asyncio.shield(asyncio.wrap_future(future))
 
 
-def writes_settled() -> None:
+def writes_settled(notice_after_s: float = 2.0) -> None:
     """Wait for every write `off_loop` began, as `asyncio.run` waits for its default executor's
-    threads: a run that ended (or was cancelled) has written what it was writing."""
-    wait(list(_WRITING))
+    threads: a run that ended (or was cancelled) has written what it was writing. A wait past
+    `notice_after_s` (a lock another process holds) is said, and an interrupt during it
+    abandons the writes still waiting for a lock, naming their files: a Ctrl-C had waited up to
+    LOCK_WAIT_S with no word, and the interpreter's exit joined the writer threads again."""
+    _, pending = wait(list(_WRITING), timeout=notice_after_s)
+    if not pending:
+        return
+    _log.warning(
+        "waiting for %d cassette write(s) to finish (a lock another process holds?); "
+        "interrupt again to abandon them",
+        len(pending),
+    )
+    try:
+        wait(pending)
+    except KeyboardInterrupt:
+        _ABANDON.set()
+        try:
+            wait(pending)  # each gives up within one poll of its lock (50 ms)
+        finally:
+            _ABANDON.clear()
+            count, files = len(_ABANDONED), sorted({str(path) for path in _ABANDONED})
+            _ABANDONED.clear()
+        if count:
+            _log.warning(
+                "abandoned %d write(s) waiting for a lock, their answers not recorded, to %s",
+                count,
+                ", ".join(files),
+            )
+        raise
 
 
 class JsonlAppender:

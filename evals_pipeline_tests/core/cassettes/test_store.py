@@ -861,6 +861,69 @@ def test_an_append_waits_a_bounded_time_for_a_lock_held_elsewhere(
     assert path.read_text() == '{"a": 1}\n'
 
 
+_WRITE_UNDER_INTERRUPT = """
+import sys
+from pathlib import Path
+
+from evals_pipeline.core.cassettes.store import JsonlAppender, off_loop
+from evals_pipeline.core.runner import run_sync
+
+appender = JsonlAppender(Path(sys.argv[1]))
+
+
+async def go() -> None:
+    print("writing", flush=True)
+    await off_loop(lambda: appender.append_line('{"a": 1}'))
+
+
+run_sync(go)
+"""
+
+
+def test_a_second_interrupt_abandons_a_write_waiting_on_a_lock_and_says_so(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C during a write waiting on a lock held elsewhere had waited up to LOCK_WAIT_S
+    with no word (and the interpreter's exit joined the writer thread again): the wait is
+    said, and a second interrupt gives the write up, naming its file."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from evals_pipeline_tests.support.locks import lock_held_elsewhere
+
+    path = tmp_path / "c.jsonl"
+    path.touch()
+    with lock_held_elsewhere(path, 120):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _WRITE_UNDER_INTERRUPT, str(path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert proc.stdout is not None and proc.stdout.readline() == "writing\n"
+            time.sleep(0.5)
+            proc.send_signal(signal.SIGINT)  # the run is cancelled; its write still waits
+            assert proc.stderr is not None
+            said = ""
+            while "interrupt again to abandon" not in said:
+                line = proc.stderr.readline()
+                assert line, said
+                said += line
+            assert proc.poll() is None  # still waiting for the write
+            proc.send_signal(signal.SIGINT)
+            _, rest = proc.communicate(timeout=30)  # the lock is held for 120 s
+        finally:
+            proc.kill()
+    assert f"abandoned 1 write(s) waiting for a lock, their answers not recorded, to {path}" in (
+        rest
+    ), rest
+    assert proc.returncode != 0
+    assert path.read_text() == ""
+
+
 def test_a_failed_unique_write_leaves_its_key_to_the_next_writer_of_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
