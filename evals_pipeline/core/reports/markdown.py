@@ -5,24 +5,26 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-AGREEMENT_NOTE = (
-    "Strict scores measure agreement with the reference backend's output (exact strings after "
-    "casefolding and whitespace normalisation), not correctness: the reference is another "
-    "model, not ground truth."
-)
-ORACLE_NOTE = (
-    "Strict scores measure agreement with the reference `oracle`, which answers with the "
-    "corpus's hand-written expected graphs (exact strings after casefolding and whitespace "
-    "normalisation): ground truth only as far as that labelling goes. An item the labels leave "
-    "out counts against a backend that finds it."
-)
-
 
 def agreement_note(reports: Sequence[Mapping[str, Any]]) -> str:
-    """What the strict scores of these mode reports measure: labels when every reference is
-    the oracle (the hand-written expected graphs), another model's output otherwise."""
+    """What the strict scores of these mode reports measure, naming their reference: labels
+    when every reference is the oracle (the hand-written expected graphs), another backend's
+    output otherwise (a model, or the rules that recorded a cassette)."""
+    names = sorted({str(r.get("reference")) for r in reports})
     specs = [(r.get("backends") or {}).get(r.get("reference"), {}).get("spec") for r in reports]
-    return ORACLE_NOTE if specs and all(spec == "oracle" for spec in specs) else AGREEMENT_NOTE
+    which = ", ".join(f"`{name}`" for name in names)
+    if specs and all(spec == "oracle" for spec in specs):
+        return (
+            f"Strict scores measure agreement with the reference {which}, the oracle, which "
+            "answers with the corpus's hand-written expected graphs (exact strings after "
+            "casefolding and whitespace normalisation): ground truth only as far as that "
+            "labelling goes. An item the labels leave out counts against a backend that finds it."
+        )
+    return (
+        f"Strict scores measure agreement with the reference {which} (exact strings after "
+        "casefolding and whitespace normalisation), not correctness: the reference is another "
+        "backend's output, not ground truth."
+    )
 
 
 _DASH = "—"

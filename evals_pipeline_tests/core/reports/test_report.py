@@ -469,7 +469,7 @@ def test_markdown_mode_report() -> None:
     assert "Reference backend: `ref`" in md
     assert "sha256:abc123" in md
     assert "LLM-as-judge: skipped — ANTHROPIC_API_KEY is not set" in md
-    assert "agreement with the reference backend" in md
+    assert "agreement with the reference `ref` (exact strings" in md
     assert "not correctness" in md
     assert "| Entities F1 | Typed entities P | Typed entities R | Typed entities F1 |" in md
     row = "| cand | 0.667 | 0.667 | 0.667 | 0.333 | 0.333 | 0.333 | 0.500 | 0.500 | 0.500 |"
@@ -597,18 +597,22 @@ def test_a_report_that_cannot_be_written_names_its_path(tmp_path: Path) -> None:
     assert err.value.path == target
 
 
-def test_an_oracle_reference_is_called_labels_not_another_model() -> None:
-    """The shipped run's reference is the oracle: its scores are against hand-written labels."""
+def test_an_oracle_reference_is_called_labels_not_another_backend() -> None:
+    """The shipped run's reference is the oracle: its scores are against hand-written labels.
+    The note names the reference as configured: it had said `oracle` whatever its name."""
     report = report_for("strict")
     report["backends"]["ref"]["spec"] = "oracle"
     md = render_mode_report(report)
-    assert "hand-written expected graphs" in md and "another model" not in md
+    assert "hand-written expected graphs" in md and "another backend" not in md
+    assert "agreement with the reference `ref`, the oracle" in md
     reports = {m: report_for(m) for m in ("freeform", "open", "strict")}
     for each in reports.values():
         each["backends"]["ref"]["spec"] = "oracle"
     assert "hand-written expected graphs" in render_mode_matrix(mode_matrix(reports))
-    reports["open"]["backends"]["ref"]["spec"] = "cassette:path=ref.jsonl"  # one is a model
-    assert "another model" in render_mode_matrix(mode_matrix(reports))
+    reports["open"]["backends"]["ref"]["spec"] = "cassette:path=ref.jsonl"  # one is recorded
+    matrix = render_mode_matrix(mode_matrix(reports))
+    assert "agreement with the reference `ref` (exact strings" in matrix
+    assert "another backend's output, not ground truth" in matrix
 
 
 def test_a_report_stored_before_the_types_axis_still_renders() -> None:
