@@ -55,9 +55,9 @@ def plan_fixture_run(config: EvalsConfig, **options: Any) -> RunPlan:
 
 def write_webnlg(folder: Path) -> Path:
     """A one-entry file in the WebNLG layout (the file, its `ontologies/` folder beside it), for
-    tests that must run where the real data is absent."""
+    tests that must run where the real data is absent. The entry is invented, not WebNLG's."""
     entry = {
-        "id": "webnlg3-en-dev-2t-Airport-Id1",
+        "id": "synthetic-1t-Airport-1",
         "category": "Airport",
         "text": "Aarhus Airport serves Aarhus, Denmark.",
         "triples": [

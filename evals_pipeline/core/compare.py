@@ -27,11 +27,12 @@ Run report (the JSON each benchmark run writes; the writer produces exactly this
       }
     }
 
-Fields not named here are ignored. `counts` maps count names (those of `RATES`; `episodes`, the
-denominator of the per-episode rates, is 1 for every episode and never carried) to non-negative
-integers. The writer should write every count it knows for every episode, errored ones included
-(nothing produced, but everything still expected): a count an episode lacks is read as 0, and a
-rate is computed for a run only when some paired episode of that run carries all its counts.
+Fields not named here are ignored. `counts` maps count names (those of `RATES` and
+`WEBNLG_RATES`; `episodes`, the denominator of the per-episode rates, is 1 for every episode and
+never carried) to non-negative integers. The writer should write every count it knows for every
+episode, errored ones included (nothing produced, but everything still expected): a count an
+episode lacks is read as 0, and a rate is computed for a run only when some paired episode of
+that run carries all its counts (pooled, its numerator may not exceed its denominator).
 Where its denominator sums to 0 in a run (nothing to count), that run's `rate` is None, and the
 rate's delta, interval, rises and falls are None: undefined, not 0.
 
@@ -59,7 +60,7 @@ from .files import load_json
 from .statistics_bootstrap import paired_bootstrap_deltas, pooled_rate
 
 # Rate name -> (numerator, denominator). Each side is a count name, or several joined by "+".
-# Every pooled rate a bench report shows: the bench's report and `compare` read this one table.
+# Every pooled rate a cases bench report shows: the bench's report and `compare` read this table.
 RATES: dict[str, tuple[str, str]] = {
     "entity_precision": ("entities_tp", "entities_produced"),
     "entity_recall": ("entities_tp", "entities_expected"),
@@ -85,6 +86,13 @@ RATES: dict[str, tuple[str, str]] = {
     "tokens_per_episode": ("tokens", "episodes"),
     "requests_per_episode": ("requests", "episodes"),
 }
+# A WebNLG run's rates (exact triples against its gold, `bench.gold.run_webnlg`): its report
+# shows them as it scores them, and `compare` reads them with the bench's.
+WEBNLG_RATES: dict[str, tuple[str, str]] = {
+    "triple_precision": ("triples_tp", "triples_produced"),
+    "triple_recall": ("triples_tp", "triples_expected"),
+}
+_COMPARED_RATES: dict[str, tuple[str, str]] = {**RATES, **WEBNLG_RATES}
 # Rates where a fall is an improvement; rendering says so.
 LOWER_IS_BETTER: frozenset[str] = frozenset(
     {
@@ -105,8 +113,9 @@ LOWER_IS_BETTER: frozenset[str] = frozenset(
 _F1_GROUPS: tuple[tuple[str, str, str], ...] = (
     ("entities_tp", "entities_produced", "entities_expected"),
     ("edges_tp", "edges_produced", "edges_expected"),
+    ("triples_tp", "triples_produced", "triples_expected"),
 )
-_F1_LABELS = {"entities_tp": "entity", "edges_tp": "edge"}
+_F1_LABELS = {"entities_tp": "entity", "edges_tp": "edge", "triples_tp": "triple"}
 TOP_CHANGES = 5
 # Counts are summed over episodes as 64-bit integers: a count past 2**31 - 1 is no count one
 # episode made, and below it 2**32 episodes sum without overflowing.
@@ -210,7 +219,7 @@ def _check_rates_within_one(counts: Mapping[str, int], at: str) -> None:
     """A rate's numerator counts a part of its denominator (matches among those produced,
     quotes among items emitted): more than all of it is a report that contradicts itself, and
     would compare as a rate above 1. Checked where the episode carries both sides."""
-    for rate, (num_side, den_side) in RATES.items():
+    for rate, (num_side, den_side) in _COMPARED_RATES.items():
         nums, dens = _names(num_side), _names(den_side)
         if _EPISODES in dens or not all(n in counts for n in (*nums, *dens)):
             continue
@@ -275,11 +284,11 @@ def _refusal(a: int, b: int, unpaired: Mapping[str, Sequence[Key]]) -> Compariso
 _EPISODES = "episodes"
 
 
-def _present(episodes: Sequence[_Episode]) -> set[str]:
-    names: set[str] = {_EPISODES}
-    for ep in episodes:
-        names.update(ep.counts)
-    return names
+def _carried(episodes: Sequence[_Episode], names: Sequence[str]) -> bool:
+    """Whether some episode carries every one of `names`: a run measured a rate only then (the
+    union over episodes had counted a numerator from one and a denominator from another)."""
+    wanted = [n for n in names if n != _EPISODES]
+    return any(all(n in ep.counts for n in wanted) for ep in episodes)
 
 
 def _count(ep: _Episode, name: str) -> int:
@@ -303,7 +312,7 @@ def _episode_f1(
 
 
 def _episode_rate(episodes: Sequence[_Episode], rate: str) -> list[float]:
-    num, den = (_names(side) for side in RATES[rate])
+    num, den = (_names(side) for side in _COMPARED_RATES[rate])
     nums, dens = _column(episodes, num), _column(episodes, den)
     return [float(n) / float(d) if d else 0.0 for n, d in zip(nums, dens, strict=True)]
 
@@ -327,7 +336,6 @@ def compare_runs(
         raise _refusal(len(eps_a), len(eps_b), unpaired)
     side_a = [p[0] for p in pairs]
     side_b = [p[1] for p in pairs]
-    present_a, present_b = _present(side_a), _present(side_b)
 
     runs = {}
     notes: list[str] = []
@@ -350,15 +358,23 @@ def compare_runs(
 
     rates: list[dict[str, Any]] = []
     both: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
-    for rate, (num_side, den_side) in RATES.items():
+    for rate, (num_side, den_side) in _COMPARED_RATES.items():
         needed = _names(num_side) + _names(den_side)
-        in_a = all(n in present_a for n in needed)
-        in_b = all(n in present_b for n in needed)
+        in_a, in_b = _carried(side_a, needed), _carried(side_b, needed)
         if not in_a and not in_b:
             continue
         num_names, den_names = _names(num_side), _names(den_side)
         na, da = _column(side_a, num_names), _column(side_a, den_names)
         nb, db = _column(side_b, num_names), _column(side_b, den_names)
+        for run, carried, num, den in (("a", in_a, na, da), ("b", in_b, nb, db)):
+            if carried and _EPISODES not in den_names and num.sum() > den.sum():
+                # Each episode's counts are checked where it carries both sides; one carrying
+                # only the numerator (its denominator read as 0) would pool a rate above 1.
+                raise RunReportError(
+                    f"run {run}: pooled {num_side} ({num.sum()}) exceeds {den_side} "
+                    f"({den.sum()}), a {rate} above 1: episodes carry one side of it without "
+                    "the other"
+                )
         entry: dict[str, Any] = {
             "rate": rate,
             "numerator": num_side,
@@ -417,7 +433,7 @@ def compare_runs(
         for (f, t), n in sorted(status.items())
     ]
 
-    groups = [g for g in _F1_GROUPS if all(n in present_a and n in present_b for n in g)]
+    groups = [g for g in _F1_GROUPS if _carried(side_a, g) and _carried(side_b, g)]
     ranking: str | None
     if groups:
         ranking = "+".join(_F1_LABELS[g[0]] for g in groups) + " F1"

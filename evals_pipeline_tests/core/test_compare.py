@@ -340,3 +340,32 @@ def test_episodes_that_errored_in_one_run_are_noted_beside_lower_is_better_rates
         n.startswith("1 paired episode(s) ok in the other run are not ok in run b") for n in notes
     )
     assert not any("not ok in run" in n for n in compare_runs(a, a)["notes"])
+
+
+def test_a_rate_whose_counts_no_one_episode_carries_is_not_computed() -> None:
+    """Counts had been pooled from the union over episodes: a numerator carried by one and a
+    denominator by another gave a rate, which pooled could exceed 1."""
+    split = [
+        {"case": "c/x", "source_id": "1", "case_digest": "d", "status": "ok",
+         "counts": {"entities_tp": 3}},
+        {"case": "c/x", "source_id": "2", "case_digest": "d", "status": "ok",
+         "counts": {"entities_produced": 4}},
+    ]  # fmt: skip
+    result = compare_runs(
+        {"rows": {"m": {"episodes": split}}}, {"rows": {"m": {"episodes": split}}}, resamples=10
+    )
+    assert "entity_precision" not in {r["rate"] for r in result["rates"]}
+    lopsided = [
+        {"case": "c/x", "source_id": "1", "case_digest": "d", "status": "ok",
+         "counts": {"entities_tp": 1, "entities_produced": 1}},
+        {"case": "c/x", "source_id": "2", "case_digest": "d", "status": "ok",
+         "counts": {"entities_tp": 5}},
+    ]  # fmt: skip
+    with pytest.raises(
+        RunReportError, match=r"run a: pooled entities_tp \(6\) exceeds entities_produced \(1\)"
+    ):
+        compare_runs(
+            {"rows": {"m": {"episodes": lopsided}}},
+            {"rows": {"m": {"episodes": split}}},
+            resamples=10,
+        )

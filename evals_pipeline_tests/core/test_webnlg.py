@@ -25,8 +25,9 @@ ONTOLOGIES = DATA / "ontologies"
 
 needs_data = pytest.mark.skipif(not DEV.exists(), reason="WebNLG data not present")
 
+# An invented entry in WebNLG's format (not one of its texts).
 RECORD: dict[str, Any] = {
-    "id": "webnlg3-en-dev-2t-Airport-Id1",
+    "id": "synthetic-2t-Airport-1",
     "category": "Airport",
     "text": "Aarhus Airport serves Aarhus, Denmark.",
     "triples": [

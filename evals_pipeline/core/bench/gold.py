@@ -12,6 +12,8 @@ WebNLG 2020 scorer's normalisation, aligned one-to-one (`core.scoring.webnlg`).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,6 +155,19 @@ def run_gold(
     )
 
 
+def episode_digest(episode: Episode, graph: ExtractionResult, ontology: Ontology) -> str:
+    """What a WebNLG episode is, as `compare` pairs it: its text, its gold triples and its
+    category's ontology. A WebNLG file of another release with the same ids is not paired."""
+    content = {
+        "text": episode.body,
+        "triples": sorted([e.source, e.relation, e.target] for e in graph.edges),
+        "ontology": ontology.model_dump(mode="json"),
+    }
+    return hashlib.sha256(
+        json.dumps(content, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    ).hexdigest()
+
+
 def run_webnlg(
     gold: GoldCorpus,
     extractor: Extractor,
@@ -200,6 +215,9 @@ def run_webnlg(
             {
                 "case": f"webnlg/{category}",
                 "source_id": name,
+                "case_digest": episode_digest(
+                    chunk.episode, gold_graphs[name], gold.ontologies[category]
+                ),
                 "status": "ok" if run.ok else "error",
                 **({} if run.ok else {"error": run.error or "", "error_type": run.error_type}),
                 "counts": {

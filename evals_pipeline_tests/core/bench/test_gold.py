@@ -1,4 +1,11 @@
-from evals_pipeline.core.bench.gold import oracle_shortfalls
+import copy
+import json
+from pathlib import Path
+
+from evals_pipeline.core.bench.gold import GoldCorpus, load_gold, oracle_shortfalls, run_gold
+from evals_pipeline.core.compare import compare_runs
+from evals_pipeline.core.extractors.oracle import OracleExtractor
+from evals_pipeline_tests.pipeline_fixtures import write_webnlg
 
 
 def test_oracle_shortfalls_name_the_row_and_rate() -> None:
@@ -8,3 +15,50 @@ def test_oracle_shortfalls_name_the_row_and_rate() -> None:
     }
     assert oracle_shortfalls(report, ["oracle"]) == ["oracle edge_f1=0.5"]
     assert oracle_shortfalls(report, []) == []
+
+
+def _webnlg_gold(folder: Path, second_text: str = "Abilene is in Texas.") -> GoldCorpus:
+    """Two invented entries in WebNLG's layout, one of them with two triples."""
+    path = write_webnlg(folder)
+    entry = {
+        "id": "synthetic-2t-Airport-2",
+        "category": "Airport",
+        "text": second_text,
+        "triples": [
+            {"subject": "Abilene", "predicate": "cityServed", "object": "Texas"},
+            {"subject": "Abilene", "predicate": "isPartOf", "object": "Texas"},
+        ],
+    }
+    with path.open("a") as out:
+        out.write(json.dumps(entry) + "\n")
+    return load_gold("webnlg", path)
+
+
+def test_two_webnlg_runs_compare_on_their_triples(tmp_path: Path) -> None:
+    """A WebNLG run's triple counts had no rate in `compare`, and its episodes no digest: the
+    comparison was refused, or with --pair-by-name ranked by tokens, while its triple F1 fell."""
+    gold = _webnlg_gold(tmp_path / "g")
+    assert gold.webnlg is not None
+    a = run_gold(gold, OracleExtractor(gold.webnlg.expected_graphs()), row_name="m")
+    b = copy.deepcopy(a)
+    for episode in b["rows"]["m"]["episodes"]:
+        episode["counts"]["triples_tp"] = 0  # everything produced, nothing right
+    result = compare_runs(a, b, resamples=200)
+    rates = {r["rate"]: r for r in result["rates"]}
+    assert rates["triple_precision"]["a"]["rate"] == 1.0
+    assert rates["triple_precision"]["b"]["rate"] == 0.0
+    assert rates["triple_recall"]["delta"] == -1.0
+    assert result["ranking_metric"] == "triple F1"
+
+
+def test_a_webnlg_episode_whose_text_changed_is_not_paired(tmp_path: Path) -> None:
+    gold_a = _webnlg_gold(tmp_path / "a")
+    gold_b = _webnlg_gold(tmp_path / "b", second_text="Abilene, Texas, has an airport.")
+    assert gold_a.webnlg is not None and gold_b.webnlg is not None
+    a = run_gold(gold_a, OracleExtractor(gold_a.webnlg.expected_graphs()), row_name="m")
+    b = run_gold(gold_b, OracleExtractor(gold_b.webnlg.expected_graphs()), row_name="m")
+    result = compare_runs(a, b, resamples=50)
+    assert result["paired"] == 1
+    assert [u["source_id"] for u in result["unpaired"]["case_changed"]] == [
+        "synthetic-2t-Airport-2"
+    ]
