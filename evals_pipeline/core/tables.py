@@ -52,8 +52,11 @@ class TableRows:
     """An extraction table filled one run at a time, each at its chunk's index (runs can finish
     out of order), column by column: a list per column, not a dict per row."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, source: tuple[str, str] | None = None) -> None:
         self._size = size
+        # A failed run's provider and model (the extractor's): its calls' tokens are still
+        # priced, where a table of nothing but failures had named no model to price them at.
+        self._source = source or (None, None)
         self._columns: dict[str, list[object]] = {name: [None] * size for name in COLUMNS}
 
     def put(self, index: int, run: ChunkRun) -> None:
@@ -87,8 +90,10 @@ class TableRows:
             for name in _STATS_COLUMNS:
                 column[name][index] = 0
         column["edge_budget_exhausted"][index] = bool(outcome is not None and outcome.failures)
-        column["provider"][index] = outcome.provider if outcome is not None else None
-        column["model"][index] = outcome.model if outcome is not None else None
+        if outcome is not None:
+            column["provider"][index], column["model"][index] = outcome.provider, outcome.model
+        else:
+            column["provider"][index], column["model"][index] = self._source
 
     @gc_paused()  # the table's cells are strings and numbers: nothing for the collector
     def frame(self) -> pd.DataFrame:
@@ -122,7 +127,7 @@ def extraction_table(
     For a local extractor the collector stays paused throughout: the runs' models are freed
     by reference counting inside the pause and leave it nothing to scan.
     """
-    rows = TableRows(len(episodes))
+    rows = TableRows(len(episodes), source=(extractor.provider, extractor.model))
 
     async def run() -> None:
         try:

@@ -60,8 +60,14 @@ def _int_sum(table: pd.DataFrame, column: str) -> int:
     return int(table[column].fillna(0).sum()) if len(table) else 0
 
 
-def _most_common(values: pd.Series) -> str | None:
-    return most_frequent(Counter(str(v) for v in values if v is not None and not pd.isna(v)))
+def _source(rows: pd.DataFrame) -> tuple[str, str] | None:
+    """The (provider, model) most rows name, ties by name; None where no row names a model."""
+    pairs = Counter(
+        (str(p), str(m))
+        for p, m in zip(rows["provider"], rows["model"], strict=True)
+        if isinstance(p, str) and isinstance(m, str)
+    )
+    return most_frequent(pairs)
 
 
 def _vocabulary_compliance(ok_rows: pd.DataFrame, ontology: Ontology) -> dict[str, Any]:
@@ -116,8 +122,9 @@ def backend_summary(
     )
     input_tokens = _int_sum(table, "input_tokens")
     output_tokens = _int_sum(table, "output_tokens")
-    provider = _most_common(ok_rows["provider"])
-    model = _most_common(ok_rows["model"])
+    # One answer's pair, never one answer's provider with another's model (as the bench's
+    # rows); where no chunk succeeded, the failed ones' (the extractor's), to price their calls.
+    provider, model = _source(ok_rows) or _source(failed) or (None, None)
     latencies = [float(v) for v in ok_rows["latency_ms"] if not pd.isna(v)]
     summary: dict[str, Any] = {
         "name": name,

@@ -645,3 +645,36 @@ def test_vocabulary_compliance_of_an_ontology_of_relations_only_counts_edges() -
     assert (vocabulary["entities_outside"], vocabulary["entities_total"]) == (0, 0)
     assert vocabulary["edges_total"] == 2
     assert vocabulary["outside_rate"] == vocabulary["edges_outside"] / 2
+
+
+def test_a_backend_whose_every_chunk_failed_is_priced_at_its_model() -> None:
+    """Its tokens were summed, but the model had been read from successful chunks only: a
+    backend that spent $6 and failed every chunk (truncation exhausted) reported no cost."""
+    from evals_pipeline.core.errors import ExtractionFailed
+    from evals_pipeline.core.extractors.base import Extractor
+    from evals_pipeline.core.options import ExtractOptions
+    from evals_pipeline.core.tables import extraction_table
+
+    class Truncating(Extractor):
+        provider, model = "anthropic", "claude-x"
+
+        async def extract(self, episode: Episode, options: ExtractOptions) -> Any:
+            spent = CallStats(requests=3, input_tokens=500_000, output_tokens=100_000)
+            raise ExtractionFailed("truncated past every retry", None, spent)
+
+        async def classify_entities(self, *args: Any) -> Any:
+            raise NotImplementedError
+
+        async def classify_relations(self, *args: Any) -> Any:
+            raise NotImplementedError
+
+        async def aclose(self) -> None:
+            return None
+
+    episodes = [Episode(name=f"c{i}", body="text") for i in (1, 2)]
+    table = extraction_table(Truncating(), episodes, ExtractOptions.for_mode("open", ONTOLOGY))
+    prices = {"claude-x": {"input_per_1m": 3.0, "output_per_1m": 15.0}}
+    summary = backend_summary("dead", "s", table, ontology=None, mode="open", prices=prices)
+    assert summary["errors"] == 2 and summary["tokens"] == {"input": 1_000_000, "output": 200_000}
+    assert (summary["provider"], summary["model"]) == ("anthropic", "claude-x")
+    assert summary["cost_usd"] == pytest.approx(6.0)
