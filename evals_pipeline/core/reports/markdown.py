@@ -15,8 +15,8 @@ def agreement_note(reports: Sequence[Mapping[str, Any]]) -> str:
     which = ", ".join(f"`{name}`" for name in names)
     if specs and all(spec == "oracle" for spec in specs):
         return (
-            f"Strict scores measure agreement with the reference {which}, the oracle, which "
-            "answers with the corpus's hand-written expected graphs (exact strings after "
+            f"Strict scores measure agreement with the reference {which}"
+            f"{',' if names == ['oracle'] else ', the oracle,'} which answers with the corpus's hand-written expected graphs (exact strings after "
             "casefolding and whitespace normalisation): ground truth only as far as that "
             "labelling goes. An item the labels leave out counts against a backend that finds it."
         )
@@ -178,16 +178,35 @@ def _vocabulary_section(backends: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _is_cassette(summary: Mapping[str, Any]) -> bool:
+    return str(summary.get("spec", "")).startswith("cassette:")
+
+
+def _is_oracle(summary: Mapping[str, Any]) -> bool:
+    return summary.get("spec") == "oracle"
+
+
 def _latency_section(backends: Mapping[str, Any]) -> list[str]:
     rows = [
         [_cell(name), *(_num(s["latency_ms"].get(k), 1) for k in ("p50", "p90", "p99"))]
         for name, s in backends.items()
     ]
+    notes = []
+    recorded = [_code(name) for name, s in backends.items() if _is_cassette(s)]
+    if recorded:
+        notes.append(
+            f"- {', '.join(recorded)}: replayed; the latency is of the recorded calls, when "
+            "they were made, not of this run."
+        )
+    oracle = [_code(name) for name, s in backends.items() if _is_oracle(s)]
+    if oracle:
+        notes.append(f"- {', '.join(oracle)}: the oracle makes no call; its latency is nil.")
     return [
         "## Latency (ms per successful chunk)",
         "",
         *_table(["Backend", "p50", "p90", "p99"], rows),
         "",
+        *([*notes, ""] if notes else []),
     ]
 
 
@@ -213,7 +232,27 @@ def _usage_section(backends: Mapping[str, Any]) -> list[str]:
         ]
         for name, s in backends.items()
     ]
-    return ["## Tokens, requests and cost", "", *_table(headers, rows), ""]
+    notes = []
+    recorded = [_code(name) for name, s in backends.items() if _is_cassette(s)]
+    if recorded:
+        notes.append(
+            f"- {', '.join(recorded)}: replayed; provider, model, requests and tokens are the "
+            "recorded calls' (what they cost when recorded; see the cassette's README for what "
+            "recorded it)."
+        )
+    oracle = [_code(name) for name, s in backends.items() if _is_oracle(s)]
+    if oracle:
+        notes.append(
+            f"- {', '.join(oracle)}: the oracle sends no request; it counts its two answers a "
+            "chunk (entities, edges) as requests, and spends no token."
+        )
+    return [
+        "## Tokens, requests and cost",
+        "",
+        *_table(headers, rows),
+        "",
+        *([*notes, ""] if notes else []),
+    ]
 
 
 def _judged_section(backends: Mapping[str, Any], reference: str) -> list[str]:
@@ -297,9 +336,17 @@ def render_mode_report(report: Mapping[str, Any]) -> str:
     ]
     if report.get("ontology"):
         lines.append(f"- Ontology: {_code(report['ontology'])}")
+    specs = [f"{_code(name)} {_code(s.get('spec', _DASH))}" for name, s in backends.items()]
+    lines.append("- Backends: " + ", ".join(specs))
     note = agreement_note([report])
     lines += [f"- {judge_line(report.get('judge') or {})}", "", f"> {note}", ""]
     lines += _strict_section(backends, reference)
+    if report["ontology_mode"] == "freeform":
+        lines += [
+            "In freeform mode the types are each backend's own: typed-entity agreement shows how "
+            "far they drift from the reference's types, not whether they are right.",
+            "",
+        ]
     lines += _judged_section(backends, reference)
     lines += _pairwise_section(report.get("pairwise"))
     lines += _reliability_section(backends)
@@ -347,6 +394,8 @@ def render_mode_matrix(matrix: Mapping[str, Any]) -> str:
             for mode in modes:
                 if mode not in row:
                     values.append("n/a")
+                elif key.endswith("_f1") and backend == (reports.get(mode) or {}).get("reference"):
+                    values.append("(reference)")  # agreement with itself is not measured
                 else:
                     value = row[mode].get(key)
                     values.append(_pct(value) if percent else _num(value))

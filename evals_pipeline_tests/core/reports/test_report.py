@@ -514,7 +514,7 @@ def test_markdown_mode_matrix() -> None:
     assert "LLM-as-judge: skipped — ANTHROPIC_API_KEY is not set" in md
     assert "| Backend | freeform | open | strict |" in md
     assert "| cand | 0.500 | 0.500 | 0.500 |" in md  # edge F1 row
-    assert "| ref | — | — | — |" in md
+    assert "| ref | (reference) | (reference) | (reference) |" in md  # not an F1 of —
     assert "## Vocabulary outside rate (strict mode)" in md
     assert "| cand | — | — | 50.0% |" in md
 
@@ -678,3 +678,20 @@ def test_a_backend_whose_every_chunk_failed_is_priced_at_its_model() -> None:
     assert summary["errors"] == 2 and summary["tokens"] == {"input": 1_000_000, "output": 200_000}
     assert (summary["provider"], summary["model"]) == ("anthropic", "claude-x")
     assert summary["cost_usd"] == pytest.approx(6.0)
+
+
+def test_a_mode_report_says_what_each_backend_is_and_what_its_figures_are() -> None:
+    """The rule responders' recorded figures had read as a model's of this run: the report names
+    each backend's spec, says a replay's latency and usage are the recorded calls', and that the
+    oracle sends nothing; freeform types are the backends' own."""
+    report = report_for("freeform")
+    report["backends"]["ref"]["spec"] = "oracle"
+    report["backends"]["cand"]["spec"] = "cassette:path=cand.jsonl"
+    md = render_mode_report(report)
+    assert "- Backends: `cand` `cassette:path=cand.jsonl`, `ref` `oracle`" in md
+    assert "- `cand`: replayed; the latency is of the recorded calls" in md
+    assert "- `ref`: the oracle makes no call" in md
+    assert "- `cand`: replayed; provider, model, requests and tokens are the recorded calls'" in md
+    assert "- `ref`: the oracle sends no request" in md
+    assert "In freeform mode the types are each backend's own" in md
+    assert "In freeform mode" not in render_mode_report(report_for("strict"))
