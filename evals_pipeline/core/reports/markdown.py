@@ -16,9 +16,10 @@ def agreement_note(reports: Sequence[Mapping[str, Any]]) -> str:
     if specs and all(spec == "oracle" for spec in specs):
         return (
             f"Strict scores measure agreement with the reference {which}"
-            f"{',' if names == ['oracle'] else ', the oracle,'} which answers with the corpus's hand-written expected graphs (exact strings after "
-            "casefolding and whitespace normalisation): ground truth only as far as that "
-            "labelling goes. An item the labels leave out counts against a backend that finds it."
+            f"{',' if names == ['oracle'] else ', the oracle,'} which answers with the corpus's "
+            "hand-written expected graphs (exact strings after casefolding and whitespace "
+            "normalisation): ground truth only as far as that labelling goes. An item the labels "
+            "leave out counts against a backend that finds it."
         )
     return (
         f"Strict scores measure agreement with the reference {which} (exact strings after "
