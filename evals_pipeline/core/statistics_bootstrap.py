@@ -64,6 +64,10 @@ def resample_sums(
 ) -> FloatArray:
     """(resamples × columns) sums of `columns` (episodes × columns) over bootstrap resamples."""
     n, width = columns.shape
+    if n == 0:  # a resample of no episodes is not defined (and sized its blocks by n)
+        raise ValueError("no episodes to resample")
+    if resamples < 1:
+        raise ValueError(f"resamples must be >= 1, got {resamples}")
     rng = np.random.default_rng(seed)
     out = np.empty((resamples, width), dtype=np.float64)
     block = max(1, min(resamples, budget_bytes // (_BYTES_PER_CELL * n)))

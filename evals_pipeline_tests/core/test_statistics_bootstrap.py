@@ -100,3 +100,13 @@ def test_bad_input_is_rejected() -> None:
         paired_bootstrap_delta([float("nan")], [1], [1], [1])
     with pytest.raises(ValueError, match="1-D"):
         paired_bootstrap_delta([[1]], [[1]], [[1]], [[1]])
+
+
+def test_resampling_no_episodes_is_a_value_error() -> None:
+    """It had divided by the episode count to size its blocks: a ZeroDivisionError."""
+    from evals_pipeline.core.statistics_bootstrap import resample_sums
+
+    with pytest.raises(ValueError, match="no episodes to resample"):
+        resample_sums(np.zeros((0, 2)), resamples=3, seed=0)
+    with pytest.raises(ValueError, match="resamples must be >= 1"):
+        resample_sums(np.ones((2, 2)), resamples=0, seed=0)
