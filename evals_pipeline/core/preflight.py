@@ -87,13 +87,15 @@ def gold_inputs(config: EvalsConfig) -> list[GoldCorpus]:
     return golds
 
 
-def preflight_run(config: EvalsConfig) -> None:
+def preflight_run(config: EvalsConfig, environ: Mapping[str, str] | None = None) -> None:
     """What a real run (the main job, `evals-pipeline`) reads and refuses before it starts:
     `preflight`'s inputs, then what the bench plan says would abort."""
-    refuse_bench_aborts(config, preflight(config)[2])
+    refuse_bench_aborts(config, preflight(config, environ)[2], environ)
 
 
-def refuse_bench_aborts(config: EvalsConfig, golds: list[GoldCorpus]) -> None:
+def refuse_bench_aborts(
+    config: EvalsConfig, golds: list[GoldCorpus], environ: Mapping[str, str] | None = None
+) -> None:
     """What the bench plan says would abort (a recording target or cassette its step cannot
     use) is an error before the run: the bench runs after the whole prose run, whose calls
     would otherwise be made first. `--dry-run` prints the same lines and exits 0."""
@@ -101,6 +103,8 @@ def refuse_bench_aborts(config: EvalsConfig, golds: list[GoldCorpus]) -> None:
         return
     from .bench.plan import ABORT, bench_plan
 
-    aborts = [line.strip() for line in bench_plan(config, golds).splitlines() if ABORT in line]
+    aborts = [
+        line.strip() for line in bench_plan(config, golds, environ).splitlines() if ABORT in line
+    ]
     if aborts:
         raise ConfigError("the bench would abort: " + "; ".join(aborts))

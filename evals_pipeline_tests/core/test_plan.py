@@ -264,3 +264,24 @@ def test_the_bench_plan_notes_a_url_whose_user_info_takes_the_keys_header(
     assert "note:" not in bench_plan(config, [])
     monkeypatch.setenv("EVALS_OAI_API_KEY", "sk-oai-0123456789")
     assert bench_plan(config, []).splitlines()[-1].startswith("note: gw: its url carries user")
+
+
+def test_the_bench_refusal_reads_the_environment_it_is_given(tmp_path: Path) -> None:
+    """The bench plan read this process's environment whatever `preflight` was given: a run
+    checked against another environment saw a key it would not have."""
+    from evals_pipeline.core.bench.gold import load_gold
+    from evals_pipeline.core.config import BenchConfig
+    from evals_pipeline.core.errors import ConfigError
+    from evals_pipeline.core.preflight import refuse_bench_aborts
+    from evals_pipeline_tests.pipeline_fixtures import write_webnlg
+
+    gold = load_gold("webnlg", write_webnlg(tmp_path / "g"))
+    bench = BenchConfig(
+        backends={"a": "anthropic:model=claude-x"},
+        corpora={"webnlg": gold.path},
+        output_dir=tmp_path / "bench",
+    )
+    config = make_config(tmp_path, {"o": "oracle"}, bench=bench)
+    with pytest.raises(ConfigError, match="ANTHROPIC_API_KEY is not set"):
+        refuse_bench_aborts(config, [gold], {})
+    refuse_bench_aborts(config, [gold], {"ANTHROPIC_API_KEY": "sk-ant-test"})

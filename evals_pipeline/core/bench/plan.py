@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..cassettes.cache import extraction_cache_path
@@ -29,8 +29,12 @@ REPLAY_NOT_RECORDED = (
 )
 
 
-def bench_plan(config: EvalsConfig, golds: Sequence[GoldCorpus]) -> str:
-    """What a bench run would do: gold corpora, each backend's source, planned calls."""
+def bench_plan(
+    config: EvalsConfig, golds: Sequence[GoldCorpus], environ: Mapping[str, str] | None = None
+) -> str:
+    """What a bench run would do: gold corpora, each backend's source, planned calls, with the
+    keys `environ` (default: this process's) sets, as `preflight` reads them."""
+    env = os.environ if environ is None else environ
     lines = ["bench plan (dry run: no call made, nothing written)"]
     for gold in golds:
         s = gold.summary()
@@ -65,14 +69,14 @@ def bench_plan(config: EvalsConfig, golds: Sequence[GoldCorpus]) -> str:
                 )
             elif spec.kind == "oracle":  # local: no call, nothing cached
                 lines.append(f"  {name}: {source}; {calls} extractions replayed, no calls")
-            elif spec.kind == "anthropic" and not os.environ.get(API_KEY_ENV):
+            elif spec.kind == "anthropic" and not env.get(API_KEY_ENV):
                 lines.append(f"  {name}: {source}; {ABORT}{API_KEY_ENV} is not set")
             elif record is not None:
                 lines.append(f"  {name}: {source}; " + _recording_plan(spec, record, asked))
             else:
                 lines.append(f"  {name}: {source}; " + _cached_plan(config, name, gold, asked))
     lines.append(f"output: {config.bench.output_dir}/<gold>/<stamp>.json and .md")
-    lines += [f"note: {note}" for note in key_not_sent_notes(config.bench_specs, os.environ)]
+    lines += [f"note: {note}" for note in key_not_sent_notes(config.bench_specs, env)]
     return "\n".join(lines)
 
 
