@@ -23,6 +23,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from .core.atomic import write_bytes_atomic
 from .core.config import DEFAULT_SCOPE, EvalsConfig, JudgeConfig, default_config_path, load_config
 from .core.errors import ConfigError, EvalsError
 from .core.extractors.specs import parse_named_backend
@@ -30,7 +31,6 @@ from .core.files import cannot_be_made, not_writable, refuse_overwrite
 from .core.models import ONTOLOGY_MODES, OntologyMode
 from .core.ontology import load_ontology
 from .core.options import resolve_ontology_mode
-from .core.reports.files import write_bytes_atomic
 
 USAGE_ERROR = 2
 # Flags that describe a run built from flags; with a project file they are set in the file.

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .cli import non_negative_int, output_file, positive_int
+from .core.atomic import write_text_atomic
 from .core.compare import RunReportError, compare_runs, load_run_report, render_comparison
 from .core.errors import EvalsError
 from .core.files import refuse_overwrite
-from .core.reports.files import write_text_atomic
 
 # A bootstrap's interval settles long before this; each resample holds a row of sums, so a
 # mistyped count (10**11) had died allocating terabytes.

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .cli import output_file, positive_int
+from .core.atomic import write_text_atomic
 from .core.claims.extractor import transport_from_spec
 from .core.claims.gate import (
     BaselineRefused,
@@ -39,7 +40,7 @@ from .core.config import CONFIG_ENV, default_config_path, load_config
 from .core.errors import EvalsError
 from .core.extractors.specs import parse_named_backend
 from .core.files import refuse_overwrite
-from .core.reports.files import report_json, write_text_atomic
+from .core.reports.files import report_json
 
 USAGE_ERROR = 2
 _BANNER = "!" * 78

@@ -18,8 +18,8 @@ import pyarrow as pa
 from dagster import ConfigurableIOManagerFactory, InputContext, OutputContext, UPathIOManager
 from upath import UPath
 
+from .core.atomic import write_atomic
 from .core.errors import EvalsError, InputFileError
-from .core.reports.files import write_atomic
 
 _REMATERIALISE = "materialise that partition again"
 

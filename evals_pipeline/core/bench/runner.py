@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..atomic import write_text_atomic
 from ..compare import LOWER_IS_BETTER, RATES
 from ..errors import OutputPathError
 from ..extractors.base import Extractor
@@ -25,7 +26,6 @@ from ..models import Episode, OntologyMode
 from ..ontology import Ontology
 from ..options import DEFAULT_MAX_TOKENS_EDGES, DEFAULT_MAX_TOKENS_ENTITIES, ExtractOptions
 from ..prices import cost_usd
-from ..reports.files import write_text_atomic
 from ..runner import ChunkRun, extract_all, gather_all, run_sync
 from ..statistics import most_frequent
 from .corpus import BenchCase, BenchCorpus, BenchEpisode

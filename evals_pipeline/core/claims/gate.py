@@ -26,9 +26,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationInfo, field_validator
 
+from ..atomic import write_text_atomic
 from ..errors import EvalsError, InputFileError
 from ..files import load_json, validate_file_model
-from ..reports.files import write_text_atomic
 from ..scoring.strict import PRF
 from .golden import GoldenSet
 from .recordings import now_iso

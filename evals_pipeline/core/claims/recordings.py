@@ -19,9 +19,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr
 
+from ..atomic import write_text_atomic
 from ..errors import InputFileError
 from ..files import load_json, validate_file_model
-from ..reports.files import write_text_atomic
 from .extractor import Claim
 
 RecordingStatus = Literal["current", "stale", "missing", "invalid"]

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .files import write_bytes_atomic
+from ..atomic import write_bytes_atomic
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
