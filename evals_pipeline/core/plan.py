@@ -31,12 +31,11 @@ from .extractors.anthropic import API_KEY_ENV, BASE_URL_ENV, check_base_url_in_u
 from .extractors.credentials import userinfo_replaces_key
 from .extractors.openai_compat import API_KEY_ENV as OAI_KEY_ENV
 from .extractors.specs import BackendSpec
+from .judge.prompts import AXES as JUDGE_AXES
 from .models import Episode, ExtractionResult, OntologyMode
 from .ontology import Ontology
 from .options import ExtractOptions
 from .prices import load_prices
-
-JUDGE_AXES = ("entities", "edges", "summaries")
 
 
 @dataclass(frozen=True)
