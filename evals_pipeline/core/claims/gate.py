@@ -264,7 +264,14 @@ def evaluate_gate(
             f"{len(golden.verified)} of {len(golden)} golden examples are VERIFIED and "
             f"{len(golden.pending)} await human review; every score is report-only",
         )
-        return GateResult("INACTIVE", f1, None, str(baseline_path), warnings=tuple(warnings))
+        return GateResult(
+            "INACTIVE",
+            f1,
+            None,
+            str(baseline_path),
+            warnings=tuple(warnings),
+            scored=summary.verified_count,
+        )
     failures: list[str] = []
     verified = golden.verified
     if not verified:

@@ -151,6 +151,15 @@ class Unscored:
     reason: str
 
 
+def _pooled(counts: PRF, examples: int) -> dict[str, Any]:
+    """Pooled scores over `examples` scored; with none, P/R/F1 are None: they measured nothing
+    (the text output says n/a), where the empty pool's 1.0 had read as a perfect score."""
+    scores: dict[str, Any] = {**counts.to_dict(), "examples": examples}
+    if not examples:
+        scores.update(precision=None, recall=None, f1=None)
+    return scores
+
+
 @dataclass(frozen=True)
 class ScoreSummary:
     examples: tuple[ExampleScore, ...] = ()
@@ -168,8 +177,8 @@ class ScoreSummary:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "counted": {**self.counted.to_dict(), "examples": self.verified_count},
-            "pending_report_only": {**self.pending.to_dict(), "examples": self.pending_count},
+            "counted": _pooled(self.counted, self.verified_count),
+            "pending_report_only": _pooled(self.pending, self.pending_count),
             "examples": [e.to_dict() for e in self.examples],
             "unscored": [
                 {"id": u.id, "verified": u.verified, "reason": u.reason} for u in self.unscored

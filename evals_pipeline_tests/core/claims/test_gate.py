@@ -294,3 +294,18 @@ def test_a_baseline_under_another_name_in_the_golden_folder_is_no_example(record
         load_golden_set(recorded)  # read as an example, it is not one
     golden = load_golden_set(recorded, named)
     assert run_gate(golden, named).result.state == "PASS"
+
+
+def test_an_inactive_gate_with_nothing_scored_stores_no_f1(recorded: Path) -> None:
+    """The shipped state (no baseline, nothing recorded): the text said n/a, but the JSON of
+    `gate --output` and the asset had stored micro_f1 1.0 and a counted pool of 0 examples at
+    F1 1.0, a perfect score for nothing measured."""
+    for example_id in ("v-fair", "v-library", "v-negative", "v-vote"):
+        recording_path(recorded / "recordings", example_id).unlink()
+    golden = load_golden_set(recorded)
+    report = run_gate(golden, recorded / "no-baseline.json")
+    assert report.result.state == "INACTIVE"
+    assert (report.result.to_dict()["micro_f1"], report.result.to_dict()["scored"]) == (None, 0)
+    counted = report.summary.to_dict()["counted"]
+    assert counted["examples"] == 0
+    assert (counted["precision"], counted["recall"], counted["f1"]) == (None, None, None)
