@@ -183,6 +183,15 @@ class EvalsConfig(BaseModel):
                 "not with executor: in_process (it runs one step at a time)",
                 field="max_concurrent",
             )
+        storage = (self.asset_storage or "").strip().lower()
+        if self.executor == "multiprocess" and storage.startswith("memory:"):
+            raise InputFileError(  # each step would fail, finding nothing its inputs stored
+                source,
+                "memory:// is one process's memory, and executor: multiprocess runs each step "
+                "in a process of its own: no step would find what the steps before it stored "
+                "(use executor: in_process, or a store every process reaches)",
+                field="asset_storage",
+            )
         return self
 
     def check_inputs(self, source: Path | str) -> EvalsConfig:

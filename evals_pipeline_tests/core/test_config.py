@@ -58,6 +58,13 @@ def test_asset_storage_resolves_against_the_file_unless_it_is_a_url(tmp_path: Pa
             "max_concurrent",
             "not with executor: in_process",
         ),
+        # Each step of a multiprocess run is a process of its own: one's memory is not another's.
+        (
+            "backends: {a: oracle}\nreference: a\nexecutor: multiprocess\n"
+            "asset_storage: 'memory://evals'\n",
+            "asset_storage",
+            "memory:// is one process's memory",
+        ),
         ("backends: {a: antropic}\nreference: a\n", "backends.a", "unknown backend kind"),
         (
             "backends: {a: oracle}\nreference: a\nbench: {backends: {x: 'casette:path=p'}}\n",
