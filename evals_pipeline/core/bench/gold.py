@@ -28,7 +28,14 @@ from ..runner import ChunkRun, extract_all, run_sync
 from ..scoring.webnlg import prf, score_triples
 from ..webnlg import WebNLGCorpus, category_of, load_webnlg, load_webnlg_ontology
 from .corpus import BenchCorpus, load_bench_corpus, schemas_dir
-from .runner import bench_calls, render_markdown, row_source, run_bench, usage_totals
+from .runner import (
+    bench_calls,
+    render_markdown,
+    row_source,
+    run_bench,
+    shown_rate,
+    usage_totals,
+)
 
 GoldKind = Literal["cases", "webnlg"]
 GoldSplit = Literal["all", "dev", "test"]
@@ -295,9 +302,9 @@ def render_gold_markdown(report: Mapping[str, Any]) -> str:
     for name, row in rows.items():
         r, c = row["rates"], row["counts"]
         errors = sum(e["status"] != "ok" for e in row["episodes"])
+        shown = [shown_rate(r.get(f"triple_{k}")) for k in ("precision", "recall", "f1")]
         lines.append(
-            f"| {name} | {r['triple_precision']:.3f} | {r['triple_recall']:.3f} | "
-            f"{r['triple_f1']:.3f} | {c['tp']} | {c['fp']} | {c['fn']} | {errors} |"
+            f"| {name} | {' | '.join(shown)} | {c['tp']} | {c['fp']} | {c['fn']} | {errors} |"
         )
         if errors:
             misses = sum(e.get("error_type") == "CassetteMiss" for e in row["episodes"])

@@ -229,7 +229,7 @@ def merge_rows(*reports: dict[str, Any]) -> dict[str, Any]:
     return first
 
 
-def _fmt(value: float | None) -> str:
+def shown_rate(value: float | None) -> str:
     return "—" if value is None else f"{value:.3f}"
 
 
@@ -295,7 +295,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         cells = [
             "—"
             if rate in LOWER_IS_BETTER and total[r] and errored[r] == total[r]
-            else _fmt(rows[r]["rates"].get(rate))
+            else shown_rate(rows[r]["rates"].get(rate))
             for r in rows
         ]
         lines.append(f"| {rate} | " + " | ".join(cells) + " |")

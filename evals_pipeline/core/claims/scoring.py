@@ -220,8 +220,12 @@ def score_golden_set(
 def _prf_line(label: str, prf: PRF, examples: int) -> str:
     if examples == 0:  # an empty PRF reads 1.0 everywhere; printing that would flatter nothing
         return f"{label}: n/a (0 examples scored)"
+    scores = prf.to_dict()  # a precision of nothing produced is — there, as in the JSON
+    shown = [
+        "—" if scores[k] is None else f"{scores[k]:.3f}" for k in ("precision", "recall", "f1")
+    ]
     return (
-        f"{label}: P {prf.precision:.3f} R {prf.recall:.3f} F1 {prf.f1:.3f} "
+        f"{label}: P {shown[0]} R {shown[1]} F1 {shown[2]} "
         f"(tp {prf.tp}, fp {prf.fp}, fn {prf.fn}; {examples} examples)"
     )
 

@@ -100,7 +100,15 @@ def _strict_section(backends: Mapping[str, Any], reference: str) -> list[str]:
             row += [_num(prf.get("precision")), _num(prf.get("recall")), _num(prf.get("f1"))]
         row += [_int(strict["chunks_compared"]), _int(strict["skipped_chunks"])]
         rows.append(row)
-    return [f"## Strict agreement with {_code(reference)}", "", *_table(headers, rows), ""]
+    return [
+        f"## Strict agreement with {_code(reference)}",
+        "",
+        *_table(headers, rows),
+        "",
+        "— in a P or R column: nothing to divide by (no item produced for a precision, none in "
+        "the reference for a recall), not 0.",
+        "",
+    ]
 
 
 def _reliability_section(backends: Mapping[str, Any]) -> list[str]:

@@ -94,10 +94,12 @@ class PRF:
             return NotImplemented
         return PRF(self.tp + other.tp, self.fp + other.fp, self.fn + other.fn)
 
-    def to_dict(self) -> dict[str, float | int]:
+    def to_dict(self) -> dict[str, float | int | None]:
+        """The counts and scores; a precision with nothing produced, or a recall with nothing
+        expected, is None (undefined, shown —), where it had read as a measured 0.0."""
         return {
-            "precision": self.precision,
-            "recall": self.recall,
+            "precision": None if self.tp + self.fp == 0 and self.fn else self.precision,
+            "recall": None if self.tp + self.fn == 0 and self.fp else self.recall,
             "f1": self.f1,
             "tp": self.tp,
             "fp": self.fp,

@@ -104,11 +104,11 @@ def score_triples(pred: Sequence[Edge], gold: Sequence[Edge]) -> tuple[int, int,
     return tp, len(p) - tp, len(g) - tp
 
 
-def prf(tp: int, fp: int, fn: int) -> dict[str, float]:
-    """P/R/F1 of these counts, as strict scoring's `PRF` computes them (nothing predicted and
-    nothing expected is agreement, 1.0)."""
-    scores = PRF(tp=tp, fp=fp, fn=fn)
-    return {"precision": scores.precision, "recall": scores.recall, "f1": scores.f1}
+def prf(tp: int, fp: int, fn: int) -> dict[str, float | None]:
+    """P/R/F1 of these counts, as strict scoring's `PRF` gives them (nothing predicted and
+    nothing expected is agreement, 1.0; a precision of nothing predicted is None)."""
+    scores = PRF(tp=tp, fp=fp, fn=fn).to_dict()
+    return {k: scores[k] for k in ("precision", "recall", "f1")}
 
 
 def score_corpus(

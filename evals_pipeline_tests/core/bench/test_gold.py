@@ -62,3 +62,21 @@ def test_a_webnlg_episode_whose_text_changed_is_not_paired(tmp_path: Path) -> No
     assert [u["source_id"] for u in result["unpaired"]["case_changed"]] == [
         "synthetic-2t-Airport-2"
     ]
+
+
+def test_a_webnlg_row_that_produced_nothing_renders_its_precision_as_undefined(
+    tmp_path: Path,
+) -> None:
+    """A cassette recorded for other texts misses every episode: nothing produced, so the
+    triple precision is undefined (None), which the report shows as —, not 0.000."""
+    from evals_pipeline.core.bench.gold import render_gold_markdown
+    from evals_pipeline.core.extractors.specs import build_extractor, parse_backend_spec
+
+    gold = _webnlg_gold(tmp_path / "g")
+    empty = tmp_path / "empty.jsonl"
+    empty.touch()
+    extractor = build_extractor(parse_backend_spec(f"cassette:path={empty}"))
+    report = run_gold(gold, extractor, row_name="miss")
+    rates = report["rows"]["miss"]["rates"]
+    assert rates["triple_precision"] is None and rates["triple_f1"] == 0.0
+    assert "| miss | — | 0.000 | 0.000 | 0 | 0 | 3 | 2 |" in render_gold_markdown(report)

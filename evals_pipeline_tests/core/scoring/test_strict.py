@@ -246,3 +246,15 @@ def test_no_chunk_compared_has_no_score_rather_than_a_perfect_one() -> None:
         assert scores[axis]["f1"] is None and scores[axis]["precision"] is None
     compared = score_keys({"c": None}, {"c": chunk_keys(graph())}).to_dict()
     assert compared["entities"]["f1"] == 1.0  # one chunk, both empty: agreement
+
+
+def test_a_score_with_nothing_to_divide_is_undefined_not_zero() -> None:
+    """A backend that wrote no summaries had shown summaries precision 0.000, a measured zero;
+    the bench shows — there. F1 stays 0.0 (nothing agreed), and agreeing on nothing is 1.0."""
+    produced_nothing = PRF(tp=0, fp=0, fn=3).to_dict()
+    assert produced_nothing["precision"] is None
+    assert (produced_nothing["recall"], produced_nothing["f1"]) == (0.0, 0.0)
+    expected_nothing = PRF(tp=0, fp=2, fn=0).to_dict()
+    assert expected_nothing["recall"] is None
+    assert (expected_nothing["precision"], expected_nothing["f1"]) == (0.0, 0.0)
+    assert PRF().to_dict()["precision"] == PRF().to_dict()["recall"] == 1.0
