@@ -27,7 +27,7 @@ from .credentials import (
     environment_proxy_url,
 )
 from .redaction import redact_client_logs, redacted, reply_without_secrets, without_userinfo
-from .retries import Retryable, Tries, retry_after_seconds, retryable_status, with_retries
+from .retries import Retryable, Tries, retry_after_seconds, should_retry, with_retries
 from .specs import DEFAULT_MODELS, BackendSpec, url_problem
 
 if TYPE_CHECKING:
@@ -156,7 +156,7 @@ async def messages_call(
             error = TransportError(
                 f"{label} HTTP {exc.status_code}", status=exc.status_code, body=body
             )
-            if retryable_status(exc.status_code):
+            if should_retry(exc.status_code, exc.response.headers):
                 raise Retryable(error, retry_after_seconds(exc.response.headers)) from exc
             raise error from None
         except (anthropic.APITimeoutError, TimeoutError) as exc:

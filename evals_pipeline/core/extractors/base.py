@@ -279,7 +279,9 @@ async def _run_stage(
                     _failure(transport, request, chunk_key, "malformed", reply.raw_body, attempt)
                 )
             if attempt.truncated:
-                if not retry:
+                # Cut off by the context window, not the budget: a doubled budget gives the
+                # same input no more room, and would only pay for the same cut again.
+                if not retry and attempt.finish_reason != "model_context_window_exceeded":
                     request = request.model_copy(update={"max_tokens": request.max_tokens * 2})
                     continue
                 stats.exhausted += 1

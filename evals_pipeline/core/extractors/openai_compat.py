@@ -23,7 +23,7 @@ from .base import LoopBound, Reply, counted_reply
 from .capped import MAX_BODY_BYTES, CappedTransport, RefusedBody
 from .credentials import checked_key, credential_secrets, environment_proxy
 from .redaction import redact_client_logs, redacted, reply_without_secrets
-from .retries import Retryable, Tries, retry_after_seconds, retryable_status, with_retries
+from .retries import Retryable, Tries, retry_after_seconds, should_retry, with_retries
 
 API_KEY_ENV = "EVALS_OAI_API_KEY"
 
@@ -213,7 +213,7 @@ class OpenAICompatTransport:
                 status=response.status_code,
                 body=redacted(body, self._secrets),  # a proxy may echo the key
             )
-            if retryable_status(response.status_code):
+            if should_retry(response.status_code, response.headers):
                 raise Retryable(error, retry_after_seconds(response.headers))
             raise error
         try:
@@ -230,8 +230,12 @@ class OpenAICompatTransport:
         try:
             data = json.loads(body)
             choice = data["choices"][0]
-            text = valid_text(choice["message"]["content"] or "")
-            finish_reason = choice.get("finish_reason")
+            message = choice["message"]
+            text = valid_text(message["content"] or "")
+            # A refusal comes as content null, its text in `refusal`, finish_reason "stop":
+            # no answer (NOT_AN_ANSWER), where it had read as a malformed JSON reply.
+            refused = message.get("refusal")
+            finish_reason = "refusal" if refused else choice.get("finish_reason")
             usage = data.get("usage") or {}
             # Inside the try: a non-numeric usage count or a non-string content is malformed too.
             return Attempt(

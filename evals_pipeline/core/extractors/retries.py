@@ -32,6 +32,17 @@ def retryable_status(status: int) -> bool:
     return status in RETRYABLE_STATUS or status >= 500
 
 
+def should_retry(status: int, headers: Mapping[str, str]) -> bool:
+    """Whether an error status is retried: as the server's `x-should-retry` says when it says
+    (`true` or `false`, as both SDKs read it before the status), else by the status."""
+    said = headers.get("x-should-retry")
+    if said == "true":
+        return True
+    if said == "false":
+        return False
+    return retryable_status(status)
+
+
 @dataclass
 class Tries:
     """How many times `with_retries` tried: the HTTP requests a call sent, failed ones too."""

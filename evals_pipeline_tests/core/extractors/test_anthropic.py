@@ -324,6 +324,34 @@ def test_persistent_server_error_is_http_error(
     assert server.queued == 0
 
 
+@pytest.mark.parametrize(("status", "said", "requests"), [(500, "false", 1), (400, "true", 2)])
+def test_the_servers_x_should_retry_decides_over_the_status(
+    server: LoopbackLLMServer, status: int, said: str, requests: int
+) -> None:
+    """The SDK reads `x-should-retry` before the status (`_should_retry`); with its retries
+    off, the transport had ignored it: a 500 the API said not to retry was sent three times."""
+    error = anthropic_error(status, retry_after=RETRY_FAST, headers={"x-should-retry": said})
+    server.enqueue(error, _msg(ENTITIES), _msg(EDGES))
+    extractor = _extractor(server, max_retries=2)
+    if said == "true":
+        assert [e.name for e in _extract(extractor).result.entities] == ["Alice", "Acme"]
+    else:
+        assert _failure(extractor).failure.classification == "http_error"
+    assert len([r for r in server.requests if "ENTITIES" in (r.system_prompt or "")]) == requests
+
+
+def test_a_reply_cut_by_the_context_window_is_not_sent_again(server: LoopbackLLMServer) -> None:
+    """`model_context_window_exceeded` is no budget the doubled retry can raise: the same input
+    leaves the same room, so the retry had only paid for the same cut again."""
+    cut = _msg('{"entities": [', stop_reason="model_context_window_exceeded", output_tokens=90)
+    server.enqueue(cut, _msg(ENTITIES), _msg(EDGES))
+    err = _failure(_extractor(server))
+    assert isinstance(err.failure, FailureRecord)
+    assert err.failure.classification == "truncation"
+    assert err.failure.finish_reason == "model_context_window_exceeded"
+    assert len(server.requests) == 1
+
+
 def test_bad_request_is_not_retried(server: LoopbackLLMServer) -> None:
     error = anthropic_error(400, message="max_tokens: too large")
     server.enqueue(error, _msg(ENTITIES), _msg(EDGES))

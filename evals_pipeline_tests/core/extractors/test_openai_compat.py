@@ -344,6 +344,38 @@ def test_a_filtered_reply_is_a_failure_not_an_empty_extraction(server: LoopbackL
     assert len(server.requests) == 1  # not retried: it would be filtered again
 
 
+def test_a_refusal_is_no_answer_not_a_malformed_reply(server: LoopbackLLMServer) -> None:
+    """Chat Completions sends a refusal as content null, its text in `message.refusal`, under
+    finish_reason "stop": it had been counted a malformed JSON reply, labelled `stop`."""
+    refusal = _completion("")
+    message = refusal.json["choices"][0]["message"]  # type: ignore[index]
+    message.update(content=None, refusal="I can't help with that.")
+    server.enqueue(refusal)
+    err = _failure(_extractor(server))
+    assert isinstance(err.failure, FailureRecord)
+    assert err.failure.finish_reason == "refusal"  # the sidecar says why
+    assert err.stats.structured_output.malformed == 0  # no JSON failure: no answer at all
+    assert "I can't help with that." in err.failure.raw_body
+    assert len(server.requests) == 1  # not retried: it would be refused again
+
+
+@pytest.mark.parametrize(("status", "said", "requests"), [(500, "false", 1), (400, "true", 2)])
+def test_the_servers_x_should_retry_decides_over_the_status(
+    server: LoopbackLLMServer, status: int, said: str, requests: int
+) -> None:
+    """Both SDKs obey `x-should-retry` before the status; it had been ignored: a 500 the
+    server said not to retry was sent three times, a 400 it said to retry failed at once."""
+    error = openai_error(status, retry_after=RETRY_FAST, headers={"x-should-retry": said})
+    server.enqueue(error, _completion(ENTITIES), _completion(EDGES))
+    extractor = _extractor(server, max_retries=2)
+    if said == "true":
+        outcome = _extract(extractor)
+        assert outcome.stats.requests == 3  # the retried request, then edges
+    else:
+        assert _failure(extractor).failure.classification == "http_error"
+    assert len([r for r in server.requests if "ENTITIES" in (r.system_prompt or "")]) == requests
+
+
 def test_a_malformed_retry_after_truncation_recovered_nothing(server: LoopbackLLMServer) -> None:
     """The report reads `retry_succeeded` as "the doubled budget saved the call": a retry that
     comes back unparseable is a malformed reply, not a recovery."""
