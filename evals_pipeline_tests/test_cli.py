@@ -715,27 +715,32 @@ def test_what_the_bench_plan_says_would_abort_is_refused_before_the_prose_run(
     assert not (tmp_path / "reports").exists() and not (tmp_path / "cache").exists()
 
 
-def test_the_main_command_exits_1_when_a_cassette_answers_nothing_it_is_asked(
+def test_the_main_command_exits_1_when_a_cassette_is_stale(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A prompt edit makes every replay miss: the main command had written reports of error
-    rate 1.0 and exited 0 (CI passed), with a warning on stderr. A cassette that holds this
-    mode's calls under other keys is that case (a key is the prompts' digest). A shortfall, or
-    a cassette recorded for other modes only, still exits 0."""
+    rate 1.0 and exited 0 (CI passed), with a warning on stderr. A cassette that holds a
+    missed chunk's call in this mode under another key is that case (a key is the prompts'
+    digest), for one chunk as for all. A shortfall (chunks never recorded), or a cassette
+    recorded for other modes only, still exits 0."""
     from evals_pipeline.materialize import main as materialize_main
 
     lines = RULES.read_text().splitlines()
     strict = [line + "\n" for line in lines if '"ontology_mode":"strict"' in line]
-    stale, partial, other = (tmp_path / f"{n}.jsonl" for n in ("stale", "partial", "other"))
+    names = ("stale", "one_stale", "partial", "other")
+    stale, one_stale, partial, other = (tmp_path / f"{n}.jsonl" for n in names)
 
     # As recorded under other prompts: the same calls, other keys.
     def rekeyed(line: str) -> str:  # a valid key, not today's
         return re.sub(r'^\{"key":"(.)', lambda m: '{"key":"' + "fe"[m[1] == "f"], line)
 
     stale.write_text("".join(rekeyed(line) for line in strict))
+    # One text edited (or a prompt part only one chunk renders): that chunk alone is stale. It
+    # had passed as a shortfall, a WARN and exit 0.
+    one_stale.write_text(rekeyed(strict[0]) + "".join(strict[1:]))
     partial.write_text("".join(strict[:2]))
     other.write_text("".join(line + "\n" for line in lines if '"ontology_mode":"open"' in line))
-    for cassette, exit_code in ((stale, 1), (partial, 0), (other, 0)):
+    for cassette, exit_code in ((stale, 1), (one_stale, 1), (partial, 0), (other, 0)):
         config = tmp_path / f"{cassette.stem}.yaml"
         config.write_text(
             f"backends: {{o: oracle, s: 'cassette:path={cassette}'}}\nreference: o\n"

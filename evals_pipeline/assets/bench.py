@@ -151,11 +151,7 @@ def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             check_name=COVERAGE_CHECK,
             passed=extractor.misses == 0,
             severity=coverage_severity(
-                extractor.misses,
-                extractor.misses + extractor.replayed,
-                cassette,
-                evals.config.bench.ontology_mode,
-                lambda: {e.name for e, _ in gold.calls(evals.config.bench.ontology_mode)},
+                extractor.missed, cassette, evals.config.bench.ontology_mode
             ),
             description=(
                 f"{extractor.misses} of {extractor.misses + extractor.replayed} extractions are "

@@ -5,7 +5,7 @@ configured limit (and, across runs, the `llm` concurrency pool). Answers come fr
 extraction cache when they can, so materialising an unchanged partition again makes no call.
 """
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
@@ -42,20 +42,19 @@ COVERAGE_CHECK = "cassette_coverage"
 
 
 def coverage_severity(
-    misses: int,
-    asked: int,
-    cassette: Path | None,
-    mode: str,
-    names: Callable[[], AbstractSet[str]],
+    missed: Mapping[str, AbstractSet[str]], cassette: Path | None, mode: str
 ) -> AssetCheckSeverity:
-    """WARN for a cassette's shortfall (an honest error rate, not an abort). ERROR, still not
-    blocking, when it answers none of what was asked though it holds calls recorded for these
-    episodes (`names()`, asked for only then) in this mode: a prompt, ontology or text edit
-    since, which a run's exit must not hide. A cassette recorded for other calls (a mode, a
-    gold corpus it never saw) stays WARN."""
-    if not asked or misses < asked or cassette is None:
+    """WARN for a cassette's shortfall: episodes it holds no call of in this mode (never
+    recorded: a wider scope, another mode, a gold corpus it never saw, or a call that failed
+    while recording), or too few answers of a key (a recast recorded once), an honest error
+    rate, not an abort. ERROR, still not blocking, when it holds a call recorded for a missed
+    episode in this mode under another key (`missed`: name -> keys asked), by each record's
+    request: asked under other prompts, a prompt, ontology or text edit since, which a run's
+    exit must not hide. It had been ERROR only when every episode missed, so an edit that
+    reached some chunks (one text, a prompt part only some render) passed as a shortfall."""
+    if not missed or cassette is None:
         return AssetCheckSeverity.WARN
-    stale = holds_calls_of(cassette, mode, names())
+    stale = holds_calls_of(cassette, mode, missed)
     return AssetCheckSeverity.ERROR if stale else AssetCheckSeverity.WARN
 
 
@@ -130,13 +129,7 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         yield AssetCheckResult(
             check_name=COVERAGE_CHECK,
             passed=extractor.misses == 0,
-            severity=coverage_severity(
-                extractor.misses,
-                len(table),
-                spec.cassette_path,
-                mode,
-                lambda: {e.name for e in episodes},
-            ),
+            severity=coverage_severity(extractor.missed, spec.cassette_path, mode),
             description=(
                 miss_explanation(
                     set(table.loc[table["error_type"] == "CassetteMiss", "chunk"]),

@@ -116,14 +116,18 @@ class CachingExtractor(Extractor):
         self.hits = 0
         self.replayed = 0
         self.misses = 0
+        # The extraction misses: episode name -> the keys asked of it that the cassette lacked.
+        self.missed: dict[str, set[str]] = {}
         self.interrupted = 0
 
-    async def _local(self, call: Awaitable[T]) -> T:
+    async def _local(self, call: Awaitable[T], episode: str | None = None) -> T:
         """A local answer, counted as replayed only when there was one to replay."""
         try:
             answer = await call
-        except CassetteMiss:
+        except CassetteMiss as exc:
             self.misses += 1
+            if episode is not None:
+                self.missed.setdefault(episode, set()).add(exc.key)
             raise
         self.replayed += 1
         return answer
@@ -147,7 +151,7 @@ class CachingExtractor(Extractor):
 
     async def extract(self, episode: Episode, options: ExtractOptions) -> ExtractionOutcome:
         if self._cache is None:
-            return await self._local(self.inner.extract(episode, options))
+            return await self._local(self.inner.extract(episode, options), episode.name)
         cached, recorder = self._cache
         if extract_key(episode, options) in cached.cassette:
             self.hits += 1

@@ -21,7 +21,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -357,16 +357,22 @@ def _line_key(raw: bytes) -> str | None:
     return key if isinstance(key, str) else None
 
 
-def holds_calls_of(path: Path | str, mode: str, names: AbstractSet[str]) -> bool:
-    """Whether the cassette at `path` holds a call recorded for one of the episodes `names` in
-    ontology `mode` (by each record's request). A cassette none of whose keys matches, but
-    which holds such calls, was recorded for these calls under other prompts (a prompt,
-    ontology or text edit: it is stale); one that holds none was recorded for other calls (a
-    mode, a corpus it never saw). Read on that path only: it parses every line."""
+def holds_calls_of(path: Path | str, mode: str, missed: Mapping[str, AbstractSet[str]]) -> bool:
+    """Whether the cassette at `path` holds a call recorded for a missed episode (`missed`:
+    name -> the keys asked of it) in ontology `mode` (by each record's request) under another
+    key: recorded for that call under other prompts (a prompt, ontology or text edit: it is
+    stale). A miss on a key it holds is a shortfall of answers (a recast recorded once); one
+    it holds no call of was recorded for other calls (a mode, a corpus it never saw). Read on
+    that path only: it parses every line."""
     try:
         for _number, record in iter_records(path, ReplayRecord, skip_torn_tail=True):
             request = record.request
-            if request.get("ontology_mode") == mode and request.get("episode_name") in names:
+            asked = missed.get(request.get("episode_name"))  # type: ignore[arg-type]
+            if (
+                asked is not None
+                and request.get("ontology_mode") == mode
+                and record.key not in asked
+            ):
                 return True
     except (OSError, EvalsError):
         return False  # unreadable or corrupt: its own guards say so
