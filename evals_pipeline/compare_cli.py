@@ -2,7 +2,8 @@
 
 Episodes pair on case and source id where their case digests agree; every rate gets A, B,
 B − A and a 95% paired bootstrap interval (an interval spanning zero means the corpus cannot
-tell the two runs apart). Exit codes: 0 compared, 2 usage error or refusal.
+tell the two runs apart). Exit codes: 0 compared, 1 with --fail-if-worse when some rate's
+interval says B is worse, 2 usage error or refusal.
 """
 
 from __future__ import annotations
@@ -50,6 +51,11 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument(
         "--json", type=output_file, metavar="PATH", help="also write the comparison as JSON"
     )
+    p.add_argument(
+        "--fail-if-worse",
+        action="store_true",
+        help="exit 1 when some rate's interval leaves out 0 on B's worse side (a CI gate)",
+    )
     args = p.parse_args(argv)
     try:
         if args.json is not None:
@@ -82,4 +88,8 @@ def main(argv: Sequence[str]) -> int:
         except EvalsError as exc:  # a file where its folder goes, a full disk
             print(f"evals-pipeline compare: error: {exc}", file=sys.stderr)
             return 2
+    worse = [r["rate"] for r in result["rates"] if r["verdict"] == "B worse"]
+    if args.fail_if_worse and worse:
+        print(f"evals-pipeline compare: B is worse on {', '.join(worse)}", file=sys.stderr)
+        return 1
     return 0

@@ -54,3 +54,30 @@ def test_a_seed_or_resample_count_the_bootstrap_cannot_take_is_a_usage_error(
         main(["compare", str(a), str(a), flag, value])
     assert exit_.value.code == 2
     assert said in capsys.readouterr().err
+
+
+def test_fail_if_worse_is_a_ci_gate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """compare had exited 0 whatever it found: a CI job could not fail on a regression."""
+
+    def run(tp: int) -> dict[str, object]:
+        episodes = [
+            {
+                "case": f"c/{i}",
+                "source_id": "ep-1",
+                "case_digest": f"d{i}",
+                "status": "ok",
+                "counts": {"entities_tp": tp, "entities_produced": 4, "entities_expected": 4},
+            }
+            for i in range(30)
+        ]
+        return {"rows": {"m": {"episodes": episodes}}}
+
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(run(4)))
+    b.write_text(json.dumps(run(1)))
+    assert main(["compare", str(a), str(b)]) == 0  # without the flag: a report, exit 0
+    assert "| B worse |" in capsys.readouterr().out
+    assert main(["compare", str(a), str(b), "--fail-if-worse"]) == 1
+    assert "B is worse on entity_precision, entity_recall" in capsys.readouterr().err
+    assert main(["compare", str(a), str(a), "--fail-if-worse"]) == 0
+    assert "| no change |" in capsys.readouterr().out

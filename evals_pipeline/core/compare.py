@@ -168,6 +168,11 @@ def _optional_str(report: Mapping[str, Any], field: str, run: str) -> str | None
 
 def _select_row(report: Mapping[str, Any], row: str | None, run: str) -> tuple[str, Any]:
     rows = report.get("rows") if isinstance(report, Mapping) else None
+    if rows is None and isinstance(report, Mapping) and "backends" in report:
+        raise RunReportError(  # what a user comparing two prose runs reaches for first
+            f"run {run} is a prose mode report (reports/<mode>/report.json); compare reads "
+            "bench run reports (bench-results/<gold>/<stamp>.json, from evals-pipeline bench)"
+        )
     if not isinstance(rows, Mapping) or not rows:
         raise RunReportError(f"run {run}: 'rows' must be a non-empty object of rows")
     names = sorted(rows)
@@ -416,6 +421,8 @@ def compare_runs(
             rates[i]["delta"] = float(delta[j])
             rates[i]["low"] = float(low[j])
             rates[i]["high"] = float(high[j])
+    for entry in rates:
+        entry["verdict"] = verdict(entry)
 
     status = Counter((ea.status, eb.status) for ea, eb in pairs)
     for run, errored in (
@@ -480,6 +487,22 @@ def compare_runs(
     }
 
 
+def verdict(rate: Mapping[str, Any]) -> str:
+    """What one rate's interval says of B against A: `B worse` / `B better` when the interval
+    leaves out 0 (in the rate's own direction), `no change` when every resample gave 0 (the
+    same rate in both runs, resample by resample), `cannot tell apart` when it spans 0; where no interval
+    was drawn, `undefined in a run` or `not in both runs`."""
+    if rate["low"] is None:
+        both = rate["a"] is not None and rate["b"] is not None
+        return "undefined in a run" if both else "not in both runs"
+    if rate["low"] == rate["high"] == 0.0:
+        return "no change"
+    if rate["low"] <= 0.0 <= rate["high"]:
+        return "cannot tell apart"
+    better = (rate["delta"] < 0) == rate["lower_is_better"]
+    return "B better" if better else "B worse"
+
+
 def _side_rate(num: np.ndarray, den: np.ndarray) -> dict[str, Any]:
     """One run's pooled counts and rate; the rate is None where nothing was counted."""
     total = int(den.sum())
@@ -525,21 +548,14 @@ def render_comparison(result: Mapping[str, Any], *, list_limit: int = 20) -> str
         a = r["a"]["rate"] if r["a"] else None
         b = r["b"]["rate"] if r["b"] else None
         if r["low"] is None:
-            undefined = r["a"] is not None and r["b"] is not None
             interval, moves = "—", "—"
-            verdict = "undefined in a run" if undefined else "not in both runs"
         else:
             interval = f"[{_fmt(r['low'], True)}, {_fmt(r['high'], True)}]"
-            if r["low"] <= 0.0 <= r["high"]:
-                verdict = "cannot tell apart"
-            else:
-                better = (r["delta"] < 0) == r["lower_is_better"]
-                verdict = "B better" if better else "B worse"
             moves = f"{r['rises']} / {r['falls']}"
         name = r["rate"] + (" (lower is better)" if r["lower_is_better"] else "")
         lines.append(
             f"| {name} | {_fmt(a)} | {_fmt(b)} | {_fmt(r['delta'], True)} | {interval} "
-            f"| {verdict} | {moves} |"
+            f"| {r.get('verdict') or verdict(r)} | {moves} |"
         )
 
     lines += ["", "### Status changes", "", "| A | B | episodes |", "|---|---|---:|"]

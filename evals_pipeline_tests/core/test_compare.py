@@ -188,7 +188,8 @@ def test_a_rate_with_nothing_counted_is_undefined_not_zero() -> None:
     assert "| — | 1.0000 |" in line and "undefined in a run" in line and "0.0000" not in line
 
 
-def test_a_run_against_itself_cannot_be_told_apart() -> None:
+def test_a_run_against_itself_shows_no_change() -> None:
+    """Its interval is [0, 0]: "cannot tell apart" had read as if the corpus were too small."""
     result = compare_runs(run_a(), run_a(), resamples=300)
     assert result["paired"] == 6
     for rate in result["rates"]:
@@ -196,7 +197,8 @@ def test_a_run_against_itself_cannot_be_told_apart() -> None:
         assert (rate["rises"], rate["falls"]) == (0, 0)
     assert result["largest_drops"] == result["largest_rises"] == []
     text = render_comparison(result)
-    assert text.count("cannot tell apart") == len(result["rates"])
+    assert text.count("| no change |") == len(result["rates"])
+    assert {rate["verdict"] for rate in result["rates"]} == {"no change"}
 
 
 def test_refused_when_no_case_digest_matches() -> None:
@@ -369,3 +371,11 @@ def test_a_rate_whose_counts_no_one_episode_carries_is_not_computed() -> None:
             {"rows": {"m": {"episodes": split}}},
             resamples=10,
         )
+
+
+def test_a_prose_mode_report_is_named_as_such_not_as_missing_rows() -> None:
+    """The first thing a user compares is two prose reports: the error had said only that
+    'rows' must be a non-empty object."""
+    prose = {"ontology_mode": "strict", "reference": "oracle", "backends": {"oracle": {}}}
+    with pytest.raises(RunReportError, match="run a is a prose mode report .* bench run reports"):
+        compare_runs(prose, run_a())
