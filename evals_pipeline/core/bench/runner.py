@@ -240,6 +240,10 @@ RATE_NOTES = {
     "ungrounded": "items whose quote is not in the text (lower is better)",
     "forbidden": "items a case forbids (identity-less, injected, reversed) that were written "
     "(lower is better)",
+    "property_precision": "properties of matched entities only: with no entity matched it "
+    "is undefined (—), so read it beside entity recall",
+    "property_recall": "properties of matched entities only (an unmatched entity's count as "
+    "entity misses, not here)",
     "span": "matched items whose quote overlaps the gold span",
     "mention": "matched entities whose secondary-identity (`mention`) flag agrees",
     "seed_recall": "sliced cases: expected types among the types the text names (the seeds)",
