@@ -490,8 +490,8 @@ def compare_runs(
 def verdict(rate: Mapping[str, Any]) -> str:
     """What one rate's interval says of B against A: `B worse` / `B better` when the interval
     leaves out 0 (in the rate's own direction), `no change` when every resample gave 0 (the
-    same rate in both runs, resample by resample), `cannot tell apart` when it spans 0; where no interval
-    was drawn, `undefined in a run` or `not in both runs`."""
+    same rate in both runs, resample by resample), `cannot tell apart` when it spans 0; where
+    no interval was drawn, `undefined in a run` or `not in both runs`."""
     if rate["low"] is None:
         both = rate["a"] is not None and rate["b"] is not None
         return "undefined in a run" if both else "not in both runs"
