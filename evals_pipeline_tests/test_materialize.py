@@ -613,3 +613,22 @@ def test_check_results_are_kept_per_partition(tmp_path: Path) -> None:
         "oracle|strict": AssetCheckExecutionRecordStatus.SUCCEEDED,
         "rules|strict": AssetCheckExecutionRecordStatus.SUCCEEDED,
     }
+
+
+def test_a_report_pins_the_prompts_ontology_and_cassettes_it_came_from(tmp_path: Path) -> None:
+    """Reports had recorded the corpus digest only: two runs could not be shown to differ by
+    a prompt edit alone, nor a replay tied to the cassette it read."""
+    from evals_pipeline.core import prompts
+    from evals_pipeline.core.digests import file_sha256
+
+    config = make_config(tmp_path, {"oracle": "oracle", "rules": f"cassette:path={RULES}"})
+    with DagsterInstance.ephemeral() as instance:
+        assert materialize_all(config, instance, quiet=True).success
+    report = json.loads((tmp_path / "reports" / "strict" / "report.json").read_text())
+    provenance = report["provenance"]
+    assert provenance["prompts"] == file_sha256(prompts.__file__)
+    assert provenance["ontology"] == file_sha256(config.ontology)  # type: ignore[arg-type]
+    assert provenance["cassettes"] == {"rules": file_sha256(RULES)}
+    markdown = (tmp_path / "reports" / "strict" / "report.md").read_text()
+    assert f"prompts `{provenance['prompts'][:12]}`" in markdown
+    assert f"cassette of `rules` `{file_sha256(RULES)[:12]}`" in markdown

@@ -22,7 +22,7 @@ from dagster import (
 
 from ..core.config import EvalsConfig
 from ..core.plan import fresh_recording_guards
-from ..core.reports.assemble import assemble_mode_report
+from ..core.reports.assemble import assemble_mode_report, inputs_provenance
 from ..core.reports.files import write_report_files
 from ..core.reports.judging import judging_section
 from ..core.reports.markdown import render_mode_matrix, render_mode_report
@@ -174,6 +174,7 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             notes=[*run_plan["notes"], *judging.notes],  # run_plan[mode] plans this mode only
             judged=judging.judged,
             pairwise=judging.pairwise,
+            provenance=inputs_provenance(evals.config),
         )
         markdown = render_mode_report(built)
         json_path, _md_path = write_report_files(

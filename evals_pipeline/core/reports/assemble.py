@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..config import EvalsConfig
+from ..digests import file_sha256
 from .report import jsonable_dict
 
 
@@ -24,9 +26,10 @@ def assemble_mode_report(
     notes: Sequence[str] = (),
     judged: Mapping[str, Mapping[str, Any] | None] | None = None,
     pairwise: Mapping[str, Any] | None = None,
+    provenance: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`pairwise` is None unless pairwise judging was requested: the section is then absent
-    from the report, not null."""
+    from the report, not null. `provenance` (`inputs_provenance`) pins what produced it."""
     backends = {
         name: {
             **summaries[name],
@@ -46,4 +49,26 @@ def assemble_mode_report(
     }
     if pairwise is not None:
         report["pairwise"] = dict(pairwise)
+    if provenance is not None:
+        report["provenance"] = dict(provenance)
     return jsonable_dict(report)
+
+
+def inputs_provenance(config: EvalsConfig) -> dict[str, Any]:
+    """SHA-256 of what a report's numbers came from besides the corpus (whose digest the report
+    gives): the extraction prompts' module, the judge's, the ontology and each replayed
+    cassette. Two reports whose provenance differs only in `prompts` differ by a prompt edit."""
+    from .. import prompts
+    from ..judge import prompts as judge_prompts
+
+    cassettes = {
+        name: file_sha256(spec.cassette_path)
+        for name, spec in sorted(config.specs.items())
+        if spec.cassette_path is not None and spec.cassette_path.is_file()
+    }
+    return {
+        "prompts": file_sha256(prompts.__file__),
+        "judge_prompts": file_sha256(judge_prompts.__file__),
+        "ontology": file_sha256(config.ontology) if config.ontology else None,
+        "cassettes": cassettes,
+    }

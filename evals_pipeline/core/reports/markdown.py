@@ -82,6 +82,20 @@ def _corpus_line(corpus: Mapping[str, Any]) -> str:
     return "Corpus: " + ", ".join(f"{k} {_code(corpus[k])}" for k in keys)
 
 
+def _provenance_line(provenance: Mapping[str, Any]) -> str:
+    """`Provenance (SHA-256, first 12): prompts `…`, …`: what to tell two reports apart by."""
+    parts = [
+        f"{label} {_code(str(provenance[key])[:12])}"
+        for key, label in (("prompts", "prompts"), ("judge_prompts", "judge prompts"))
+        if provenance.get(key)
+    ]
+    if provenance.get("ontology"):
+        parts.append(f"ontology {_code(str(provenance['ontology'])[:12])}")
+    for name, digest in (provenance.get("cassettes") or {}).items():
+        parts.append(f"cassette of {_code(name)} {_code(str(digest)[:12])}")
+    return "Provenance (SHA-256, first 12 digits): " + ", ".join(parts)
+
+
 def _strict_section(backends: Mapping[str, Any], reference: str) -> list[str]:
     headers = ["Backend"]
     for label in STRICT_AXES.values():
@@ -347,6 +361,8 @@ def render_mode_report(report: Mapping[str, Any]) -> str:
         lines.append(f"- Ontology: {_code(report['ontology'])}")
     specs = [f"{_code(name)} {_code(s.get('spec', _DASH))}" for name, s in backends.items()]
     lines.append("- Backends: " + ", ".join(specs))
+    if report.get("provenance"):
+        lines.append(f"- {_provenance_line(report['provenance'])}")
     note = agreement_note([report])
     lines += [f"- {judge_line(report.get('judge') or {})}", "", f"> {note}", ""]
     lines += _strict_section(backends, reference)
