@@ -106,34 +106,46 @@ async def off_loop(write: Callable[[], T]) -> T:
 def writes_settled(notice_after_s: float = 2.0) -> None:
     """Wait for every write `off_loop` began, as `asyncio.run` waits for its default executor's
     threads: a run that ended (or was cancelled) has written what it was writing. A wait past
-    `notice_after_s` (a lock another process holds) is said, and an interrupt during it
+    `notice_after_s` (a lock another process holds) is said, and an interrupt during the wait
     abandons the writes still waiting for a lock, naming their files: a Ctrl-C had waited up to
     LOCK_WAIT_S with no word, and the interpreter's exit joined the writer threads again."""
-    _, pending = wait(list(_WRITING), timeout=notice_after_s)
-    if not pending:
-        return
-    _log.warning(
-        "waiting for %d cassette write(s) to finish (a lock another process holds?); "
-        "interrupt again to abandon them",
-        len(pending),
-    )
+    pending = set(_WRITING)
     try:
+        _, pending = wait(pending, timeout=notice_after_s)
+        if not pending:
+            return
+        _log.warning(
+            "waiting for %d cassette write(s) to finish (a lock another process holds?); "
+            "interrupt again to abandon them",
+            len(pending),
+        )
         wait(pending)
     except KeyboardInterrupt:
-        _ABANDON.set()
-        try:
-            wait(pending)  # each gives up within one poll of its lock (50 ms)
-        finally:
-            _ABANDON.clear()
-            count, files = len(_ABANDONED), sorted({str(path) for path in _ABANDONED})
-            _ABANDONED.clear()
-        if count:
-            _log.warning(
-                "abandoned %d write(s) waiting for a lock, their answers not recorded, to %s",
-                count,
-                ", ".join(files),
-            )
+        _abandon(pending)
         raise
+
+
+def _abandon(pending: AbstractSet[Future[Any]]) -> None:
+    """Have the writes still waiting for a lock give up (each within one poll, 50 ms), through
+    any further interrupt, and say which files lost a record."""
+    _ABANDON.set()
+    try:
+        while True:
+            try:
+                wait(pending)
+                break
+            except KeyboardInterrupt:  # a third Ctrl-C: the writes are already giving up
+                continue
+    finally:
+        _ABANDON.clear()
+        count, files = len(_ABANDONED), sorted({str(path) for path in _ABANDONED})
+        _ABANDONED.clear()
+    if count:
+        _log.warning(
+            "abandoned %d write(s) waiting for a lock, their answers not recorded, to %s",
+            count,
+            ", ".join(files),
+        )
 
 
 class JsonlAppender:
