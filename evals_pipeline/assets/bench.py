@@ -107,8 +107,8 @@ def build_bench_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                     "Every extraction was in the replayed cassette. A miss (a cassette recorded "
                     "for other cases, texts or prompts) counts as an episode error; the row then "
                     "measures the cassette, not the model. Not blocking: WARN, or ERROR when the "
-                    "cassette holds these episodes' calls and answers none (a prompt edit), and "
-                    "the commands then exit 1 after the reports."
+                    "cassette holds a missed episode's call under another key (stale: a prompt "
+                    "edit), and the commands then exit 1 after the reports."
                 ),
             )
         ],

@@ -116,11 +116,12 @@ def build_claims_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             "diffs": MetadataValue.md(render_diffs_markdown(summary)),
         }
         # Scores only where something was scored: an empty set is not a perfect 1.0.
-        if summary.verified_count:
+        if summary.verified_count:  # as the JSON gives them: an undefined P or R is left out
+            scored = counted.to_dict()
             metadata |= {
-                "counted_precision": counted.precision,
-                "counted_recall": counted.recall,
-                "counted_f1": counted.f1,
+                f"counted_{k}": scored[k]
+                for k in ("precision", "recall", "f1")
+                if scored[k] is not None
             }
         if summary.pending_count:
             metadata["pending_f1_report_only"] = pending.f1

@@ -79,8 +79,9 @@ def build_extraction_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                     "or corpus changed since recording, or the chunk's call failed then (its "
                     "sidecar says which): the chunk counts as an error, and the cassette needs "
                     "re-recording. Not blocking (a shortfall is an honest error rate): WARN, or "
-                    "ERROR when it holds these chunks' calls in this mode and answers none (a "
-                    "prompt edit), and the commands then exit 1 after the reports."
+                    "ERROR when it holds a missed chunk's call in this mode under another key "
+                    "(stale: a prompt, ontology or text edit), and the commands then exit 1 "
+                    "after the reports."
                 ),
             )
         ],

@@ -127,7 +127,10 @@ def extraction_table(
     For a local extractor the collector stays paused throughout: the runs' models are freed
     by reference counting inside the pause and leave it nothing to scan.
     """
-    rows = TableRows(len(episodes), source=(extractor.provider, extractor.model))
+    # A failed row names the extractor's model only where calls were paid for: a replay's is
+    # a placeholder ("cassette"), where its recorded calls name theirs.
+    source = None if extractor.local else (extractor.provider, extractor.model)
+    rows = TableRows(len(episodes), source=source)
 
     async def run() -> None:
         try:

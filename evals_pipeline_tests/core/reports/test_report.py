@@ -652,3 +652,26 @@ def test_a_mode_report_says_what_each_backend_is_and_what_its_figures_are() -> N
     assert "- `ref`: the oracle sends no request" in md
     assert "In freeform mode the types are each backend's own" in md
     assert "In freeform mode" not in render_mode_report(report_for("strict"))
+
+
+def test_a_replay_that_missed_every_chunk_names_no_placeholder_model(tmp_path: Path) -> None:
+    """A failed row names the extractor's model only where calls were paid for: a stale replay
+    had shown provider and model `cassette`, beside the note that they are the recorded calls'."""
+    from evals_pipeline.core.cassettes.replay import ReplayingExtractor
+    from evals_pipeline.core.options import ExtractOptions
+    from evals_pipeline.core.tables import extraction_table
+
+    empty = tmp_path / "empty.jsonl"
+    empty.touch()
+    episodes = [Episode(name="c1", body="text")]
+    table = extraction_table(
+        ReplayingExtractor.from_path(empty),
+        episodes,
+        ExtractOptions.for_mode("open", ONTOLOGY),
+        tolerate_misses=True,
+    )
+    summary = backend_summary(
+        "s", "cassette:path=x", table, ontology=None, mode="open", prices=None
+    )
+    assert summary["errors"] == 1
+    assert (summary["provider"], summary["model"]) == (None, None)
