@@ -201,12 +201,20 @@ def _vocabulary_section(backends: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _is_cassette(summary: Mapping[str, Any]) -> bool:
-    return str(summary.get("spec", "")).startswith("cassette:")
-
-
-def _is_oracle(summary: Mapping[str, Any]) -> bool:
-    return summary.get("spec") == "oracle"
+def _source_notes(backends: Mapping[str, Any], replayed: str, oracle: str) -> list[str]:
+    """A section's notes on where its figures came from: `replayed` said of the cassette
+    backends, `oracle` of the oracle; each note names its backends."""
+    notes = []
+    for said, named in (
+        (
+            replayed,
+            [n for n, s in backends.items() if str(s.get("spec", "")).startswith("cassette:")],
+        ),
+        (oracle, [n for n, s in backends.items() if s.get("spec") == "oracle"]),
+    ):
+        if named:
+            notes.append(f"- {', '.join(_code(n) for n in named)}: {said}")
+    return [*notes, ""] if notes else []
 
 
 def _latency_section(backends: Mapping[str, Any]) -> list[str]:
@@ -214,22 +222,16 @@ def _latency_section(backends: Mapping[str, Any]) -> list[str]:
         [_cell(name), *(_num(s["latency_ms"].get(k), 1) for k in ("p50", "p90", "p99"))]
         for name, s in backends.items()
     ]
-    notes = []
-    recorded = [_code(name) for name, s in backends.items() if _is_cassette(s)]
-    if recorded:
-        notes.append(
-            f"- {', '.join(recorded)}: replayed; the latency is of the recorded calls, when "
-            "they were made, not of this run."
-        )
-    oracle = [_code(name) for name, s in backends.items() if _is_oracle(s)]
-    if oracle:
-        notes.append(f"- {', '.join(oracle)}: the oracle makes no call; its latency is nil.")
     return [
         "## Latency (ms per successful chunk)",
         "",
         *_table(["Backend", "p50", "p90", "p99"], rows),
         "",
-        *([*notes, ""] if notes else []),
+        *_source_notes(
+            backends,
+            "replayed; the latency is of the recorded calls, when they were made, not of this run.",
+            "the oracle makes no call; its latency is nil.",
+        ),
     ]
 
 
@@ -255,26 +257,18 @@ def _usage_section(backends: Mapping[str, Any]) -> list[str]:
         ]
         for name, s in backends.items()
     ]
-    notes = []
-    recorded = [_code(name) for name, s in backends.items() if _is_cassette(s)]
-    if recorded:
-        notes.append(
-            f"- {', '.join(recorded)}: replayed; provider, model, requests and tokens are the "
-            "recorded calls' (what they cost when recorded; see the cassette's README for what "
-            "recorded it)."
-        )
-    oracle = [_code(name) for name, s in backends.items() if _is_oracle(s)]
-    if oracle:
-        notes.append(
-            f"- {', '.join(oracle)}: the oracle sends no request; it counts its two answers a "
-            "chunk (entities, edges) as requests, and spends no token."
-        )
     return [
         "## Tokens, requests and cost",
         "",
         *_table(headers, rows),
         "",
-        *([*notes, ""] if notes else []),
+        *_source_notes(
+            backends,
+            "replayed; provider, model, requests and tokens are the recorded calls' (what they "
+            "cost when recorded; see the cassette's README for what recorded it).",
+            "the oracle sends no request; it counts its two answers a chunk (entities, edges) "
+            "as requests, and spends no token.",
+        ),
     ]
 
 
