@@ -419,6 +419,9 @@ def compare_runs(
         )
         for j, (i, *_rest) in enumerate(both):
             rates[i]["delta"] = float(delta[j])
+            if math.isnan(low[j]):  # no resample drew a counted episode in both runs
+                notes.append(f"{rates[i]['rate']}: no bootstrap resample had it in both runs")
+                continue
             rates[i]["low"] = float(low[j])
             rates[i]["high"] = float(high[j])
     for entry in rates:

@@ -6,8 +6,10 @@ along. Resampling the runs independently would add episode-to-episode variance t
 comparison does not have, and make intervals needlessly wide.
 
 A rate is pooled, as every benchmark metric is: sum of numerators over sum of denominators. A
-(sub)sample whose denominators sum to 0 has rate 0, not NaN, so an empty resample (e.g. no
-edges produced in any drawn episode) moves the interval instead of poisoning it.
+resample in which either run's denominators sum to 0 (e.g. no edge produced in any drawn
+episode) has no rate there, and no delta: it is left out of that rate's percentiles. Scored as
+0 it had biased the interval, toward "perfect" for a lower-is-better rate and "worst" for the
+others, enough to turn a clear "B worse" into "cannot tell apart" on a sparse denominator.
 
 Vectorised: an index matrix of shape (resamples × n) is drawn with
 `numpy.random.default_rng(seed)`, and every resample's summed gather `Σ_j x[idx[r, j]]` is
@@ -127,8 +129,15 @@ def paired_bootstrap_deltas(
     delta = _rates(nb, db) - _rates(na, da)
     rna, rda, rnb, rdb = split(sums)
     deltas = _rates(rnb, rdb) - _rates(rna, rda)
+    deltas[(rda == 0) | (rdb == 0)] = np.nan  # no rate in that resample: no delta either
     tail = 100.0 * (1.0 - confidence) / 2.0
-    low, high = np.percentile(deltas, [tail, 100.0 - tail], axis=0, method="linear")
+    defined = ~np.isnan(deltas).all(axis=0)
+    low = np.full(width, np.nan)
+    high = np.full(width, np.nan)
+    if defined.any():  # NaN where no resample had a rate in both runs
+        low[defined], high[defined] = np.nanpercentile(
+            deltas[:, defined], [tail, 100.0 - tail], axis=0, method="linear"
+        )
     return delta, low, high
 
 

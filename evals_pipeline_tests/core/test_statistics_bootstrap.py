@@ -65,16 +65,23 @@ def test_blocking_over_resamples_does_not_change_the_draw() -> None:
     assert whole[:, 0].min() >= 0 and whole[:, 0].max() <= 7 * 12
 
 
-def test_zero_denominators_rate_zero_without_nan() -> None:
+def test_a_resample_without_a_rate_in_either_run_is_left_out() -> None:
+    """A resample whose denominators sum to 0 in a run had rated 0 there: for a lower-is-better
+    rate that read as perfect, dragging the interval across 0 and a clear "B worse" to "cannot
+    tell apart". It has no delta, and is left out of the percentiles."""
     assert pooled_rate([0, 0], [0, 0]) == 0.0
-    # A never has a denominator: its rate is 0 on every resample, so B - A = B's rate.
-    delta, low, high = paired_bootstrap_delta([0, 0, 0], [0, 0, 0], [1, 2, 0], [2, 2, 0])
-    assert delta == pytest.approx(0.75)
-    assert not any(np.isnan(v) for v in (delta, low, high))
-    assert 0.0 <= low <= delta <= high <= 1.0
-    # Half the episodes have den 0 in B: resamples drawing only those give B rate 0.
-    _, low, _ = paired_bootstrap_delta([1, 1], [1, 1], [1, 0], [1, 0], resamples=2000)
-    assert low == pytest.approx(-1.0)
+    # A never has a denominator: no resample has a rate in both runs, so no interval.
+    _, low, high = paired_bootstrap_delta([0, 0, 0], [0, 0, 0], [1, 2, 0], [2, 2, 0])
+    assert np.isnan(low) and np.isnan(high)
+    # Half the episodes have den 0 in B: where B has a rate, it is 1, as A's: no change.
+    _, low, high = paired_bootstrap_delta([1, 1], [1, 1], [1, 0], [1, 0], resamples=2000)
+    assert low == high == 0.0
+    # A: 2 of 10 edges undeclared; B emits an edge in 3 episodes, all undeclared. About 3% of
+    # resamples draw none of B's three: scored 0, they had put the low end at 0.0.
+    num_a, den_a = [1, 1] + [0] * 8, [1] * 10
+    num_b, den_b = [1, 1, 1] + [0] * 7, [1, 1, 1] + [0] * 7
+    _, low, high = paired_bootstrap_delta(num_a, den_a, num_b, den_b, resamples=10_000)
+    assert low > 0.0 and high <= 1.0
 
 
 def test_several_rates_share_resamples_and_match_single_calls() -> None:
