@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
 from ..compare import RATES
 from ..models import CallStats, Edge, Entity, ExtractionOutcome, ExtractionResult
 from ..ontology import EntityType, Ontology, PropertyType
@@ -89,19 +92,32 @@ def _identity_match(v: Vertex, e: Entity, et: EntityType, body: str) -> bool:
 def match_entities(
     expected: ExpectedGraph, produced: Sequence[Entity], schema: Ontology, body: str
 ) -> dict[str, int]:
-    """Expected handle -> index of the produced entity it matched (greedy, in file order)."""
-    taken: set[int] = set()
-    out: dict[str, int] = {}
-    for handle, v in expected.vertices.items():
+    """Expected handle -> index of the produced entity it matched: a maximum one-to-one
+    matching (as WebNLG's triples, the judge's pairs and the claims are matched), and among
+    those the one closest to matching in file order, first free match first. Taken greedily,
+    an expected vertex whose quote overlapped two produced ones could take the only one a later
+    vertex matched: the count hung on the file's order, and was low."""
+    handles = [h for h, v in expected.vertices.items() if schema.entity_type(v.type) is not None]
+    if not handles or not produced:
+        return {}
+    matches = np.zeros((len(handles), len(produced)), dtype=bool)
+    for row, handle in enumerate(handles):
+        v = expected.vertices[handle]
         et = schema.entity_type(v.type)
-        if et is None:
-            continue
+        assert et is not None
         for i, e in enumerate(produced):
-            if i not in taken and e.type == v.type and _identity_match(v, e, et, body):
-                out[handle] = i
-                taken.add(i)
-                break
-    return out
+            matches[row, i] = e.type == v.type and _identity_match(v, e, et, body)
+    greedy = np.zeros_like(matches)
+    taken: set[int] = set()
+    for row in range(len(handles)):
+        free = [int(i) for i in np.flatnonzero(matches[row]) if int(i) not in taken]
+        if free:
+            greedy[row, free[0]] = True
+            taken.add(free[0])
+    # Cardinality first (each match outweighs every tie-break together), then greedy's pairs.
+    weight = matches * (len(handles) + 1) + greedy
+    rows, cols = linear_sum_assignment(weight, maximize=True)
+    return {handles[r]: int(c) for r, c in zip(rows, cols, strict=True) if matches[r, c]}
 
 
 def _edge_handles(
