@@ -186,6 +186,8 @@ def parse_json(
         raise error(path, f"key {exc.args[0]!r} is given twice in one object", line=line) from None
     except RecursionError:
         raise error(path, "invalid JSON: nested too deeply", line=line) from None
+    except ValueError as exc:  # an integer past Python's 4,300-digit conversion limit
+        raise error(path, f"invalid JSON: a number too long ({exc})", line=line) from None
 
 
 def load_json(path: Path | str, error: type[InputFileError] = InputFileError) -> Any:

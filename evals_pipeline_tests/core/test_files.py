@@ -222,3 +222,13 @@ def test_a_path_in_a_folder_this_user_cannot_write_is_not_writable(shared_folder
             assert not_writable(path) == f"cannot be made: {shared_folder} is not writable"
         # A file appended to where it is needs only itself to be writable (the judge cache).
         assert not_writable(existing, in_place=True) is None
+
+
+def test_a_json_integer_past_the_conversion_limit_is_an_input_error(tmp_path: Path) -> None:
+    """A 5,001-digit integer in a chunk line, a price or a run report had raised Python's
+    ValueError (a traceback, exit 1) where every other bad JSON names its file and line."""
+    from evals_pipeline.core.errors import InputFileError
+    from evals_pipeline.core.files import parse_json
+
+    with pytest.raises(InputFileError, match="invalid JSON: a number too long"):
+        parse_json(tmp_path / "c.jsonl", '{"n": ' + "1" * 5001 + "}", line=3)
