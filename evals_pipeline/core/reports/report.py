@@ -63,7 +63,7 @@ def _int_sum(table: pd.DataFrame, column: str) -> int:
 def _source(rows: pd.DataFrame) -> tuple[str, str] | None:
     """The (provider, model) most rows name, ties by name; None where no row names a model."""
     pairs = Counter(
-        (str(p), str(m))
+        (p, m)
         for p, m in zip(rows["provider"], rows["model"], strict=True)
         if isinstance(p, str) and isinstance(m, str)
     )
