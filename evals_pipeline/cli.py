@@ -27,7 +27,7 @@ from .core.atomic import write_bytes_atomic
 from .core.config import DEFAULT_SCOPE, EvalsConfig, JudgeConfig, default_config_path, load_config
 from .core.errors import ConfigError, EvalsError
 from .core.extractors.specs import parse_named_backend
-from .core.files import cannot_be_made, not_writable, refuse_overwrite
+from .core.files import cannot_be_made, not_writable, real_path, refuse_overwrite
 from .core.models import ONTOLOGY_MODES, OntologyMode
 from .core.ontology import load_ontology
 from .core.options import resolve_ontology_mode
@@ -154,7 +154,7 @@ def _path_flags(args: argparse.Namespace) -> dict[str, object]:
 def _with_judge_flags(config: EvalsConfig, args: argparse.Namespace) -> EvalsConfig:
     """Judge flags given on the command line override the config's judge settings (a path
     relative to the working directory)."""
-    cache = args.judge_cache.resolve() if args.judge_cache is not None else None
+    cache = real_path(args.judge_cache) if args.judge_cache is not None else None
     given = {"model": args.judge_model, "mode": args.judge_mode, "cache": cache}
     updates = {k: v for k, v in given.items() if v is not None}
     if not updates:
@@ -191,7 +191,7 @@ def _config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> EvalsC
     assert source is not None  # (a --backend run returned above)
     config = load_config(source)
     overrides = {  # a flag path is relative to the working directory
-        name: value.resolve() if isinstance(value, Path) else value
+        name: real_path(value) if isinstance(value, Path) else value
         for name, value in _path_flags(args).items()
     }
     if overrides:

@@ -39,7 +39,7 @@ from .core.claims.scoring import render_diffs_markdown, render_score_lines
 from .core.config import CONFIG_ENV, default_config_path, load_config
 from .core.errors import EvalsError
 from .core.extractors.specs import parse_named_backend
-from .core.files import refuse_overwrite
+from .core.files import real_path, refuse_overwrite
 from .core.reports.files import report_json
 
 USAGE_ERROR = 2
@@ -91,8 +91,8 @@ def _paths(args: argparse.Namespace) -> tuple[Path, Path, bool, Path | None]:
             golden = config.golden_dir
             named = named or config.claims_baseline is not None
             baseline = baseline or config.claims_baseline_path
-    golden = (golden or Path("corpus/golden")).resolve()
-    return golden, (baseline or golden / "baseline.json").resolve(), named, switched_off
+    golden = real_path(golden or Path("corpus/golden"))
+    return golden, real_path(baseline or golden / "baseline.json"), named, switched_off
 
 
 def _record(args: argparse.Namespace, golden_dir: Path, baseline: Path) -> int:

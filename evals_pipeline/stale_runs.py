@@ -42,6 +42,8 @@ from dagster import DagsterEventType, DagsterInstance, DagsterRun
 from dagster._core.storage.dagster_run import FINISHED_STATUSES
 from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
 
+from .core.files import real_path
+
 PROCESS_TAG = "evals_pipeline/process"  # "host/pid/start": who runs this run (for messages)
 LEASE_TAG = "evals_pipeline/lease"  # the driver's lease: held while the driver lives
 LOCKS_DIR = "evals_pipeline"  # under the instance's storage directory
@@ -65,7 +67,7 @@ def _start_time(pid: int) -> str:
 def locks_dir(instance: DagsterInstance) -> Path:
     """Where the driver's leases and pool tokens live: beside the instance's own storage, so
     every process that shares the storage (a container with it mounted, too) sees them."""
-    return Path(instance.storage_directory()).resolve() / LOCKS_DIR
+    return real_path(instance.storage_directory()) / LOCKS_DIR
 
 
 def open_lock_file(path: Path, *, create: bool) -> int:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .errors import OutputPathError
+from .files import real_path
 
 
 def write_atomic(path: Path, fill: Callable[[BinaryIO], object]) -> Path:
@@ -24,7 +25,7 @@ def write_atomic(path: Path, fill: Callable[[BinaryIO], object]) -> Path:
     if path.is_dir():
         raise OutputPathError(path, "is a folder; name a file to write")
     if path.is_symlink():
-        path = path.resolve()
+        path = real_path(path)
     if path.exists() and not path.is_file():
         try:
             with path.open("wb") as handle:

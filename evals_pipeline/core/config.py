@@ -21,7 +21,9 @@ from .files import (
     cannot_be_made,
     load_yaml,
     local_storage_path,
+    no_such_path,
     not_writable,
+    real_path,
     storage_problem,
     validate_file_model,
 )
@@ -35,7 +37,7 @@ DEFAULT_SCOPE = 50
 
 def default_config_path() -> Path:
     """EVALS_CONFIG, else evals.yaml in the working directory (the repository root)."""
-    return Path(os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG).resolve()  # empty: unset
+    return real_path(os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG)  # empty: unset
 
 
 JudgeMode = Literal["reference", "pairwise", "both"]
@@ -207,7 +209,7 @@ class EvalsConfig(BaseModel):
         ]
         for field, path in wanted:
             if path is not None and not path.exists():
-                raise InputFileError(source, f"{path}: no such file or folder", field=field)
+                raise InputFileError(source, f"{path}: {no_such_path(path)}", field=field)
         files = [("corpus", self.corpus), ("ontology", self.ontology), ("prices", self.prices)]
         for field, path in files:
             if path is not None and path.is_dir():
@@ -265,7 +267,7 @@ class EvalsConfig(BaseModel):
         ]
         first: dict[Path, str] = {}
         for field, path in writers:
-            other = first.setdefault(path.resolve(), field)
+            other = first.setdefault(real_path(path), field)
             both_prose = other.startswith("record_cassette.") and field.startswith(
                 "record_cassette."
             )
@@ -362,7 +364,7 @@ class EvalsConfig(BaseModel):
         """The same config with every relative path made absolute against `base`."""
 
         def fix(path: Path) -> Path:
-            return path if path.is_absolute() else (base / path).resolve()
+            return path if path.is_absolute() else real_path(base / path)
 
         def fix_spec(spec: str) -> str:
             parsed = parse_backend_spec(spec, base)
@@ -435,7 +437,7 @@ def _check_backends(
 
 
 def load_config(path: Path | str) -> EvalsConfig:
-    path = Path(path).resolve()
+    path = real_path(path)
     data = load_yaml(path)
     if not isinstance(data, dict):
         raise InputFileError(path, "a config file must be a YAML mapping")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -29,6 +30,26 @@ def field_path(loc: tuple[int | str, ...]) -> str:
     return out or "<root>"
 
 
+def real_path(path: Path | str) -> Path:
+    """`path` made absolute with its symbolic links followed, as `Path.resolve()` does, but
+    never raising: on Python 3.11 `resolve()` raised RuntimeError on a loop of links (and
+    PermissionError under a folder it may not list), a traceback where the read or write that
+    follows names the file and what is wrong with it."""
+    return Path(os.path.realpath(path))
+
+
+def _link_loop(path: Path | str) -> bool:
+    """Whether `path` is a loop of symbolic links (which `exists()` reads as not there)."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
+
+
+LINK_LOOP = "a loop of symbolic links, which leads to no file or folder"
+
+
 def _file_in_the_way(path: Path | str) -> Path | None:
     """The nearest existing ancestor of `path` that is not a folder (so `path` can be neither
     made nor read: the OS says only "Not a directory"), or None."""
@@ -42,7 +63,12 @@ def _file_in_the_way(path: Path | str) -> Path | None:
 
 
 def cannot_be_made(path: Path | str) -> str | None:
-    """Why `path` cannot be made (a file stands where one of its folders goes), or None."""
+    """Why `path` cannot be made (a file stands where one of its folders goes, or it or one of
+    its folders is a loop of symbolic links), or None."""
+    path = Path(path)
+    for at in (*reversed(path.parents), path):  # the outermost loop is the one to name
+        if _link_loop(at):
+            return f"cannot be made: {at} is {LINK_LOOP}"
     blocker = _file_in_the_way(path)
     return None if blocker is None else f"cannot be made: {blocker} is a file, not a folder"
 
@@ -73,17 +99,25 @@ def refuse_overwrite(flag: str, target: Path, uses: list[tuple[str, Path, bool]]
     folder), or write into one of its folders: an extra output named like an input had
     replaced it (a cassette, the corpus, a golden example) with report JSON, exit 0. Compared
     resolved, so any name of one file is that file."""
-    at = target.resolve()
+    at = real_path(target)
     for field, path, folder in uses:
-        where = path.resolve()
+        where = real_path(path)
         if at == where:
             raise ConfigError(f"{flag} {target}: that is {field}, which this run uses")
         if folder and where in at.parents:
             raise ConfigError(f"{flag} {target}: that is in {field}, which this run uses")
 
 
+def no_such_path(path: Path | str) -> str:
+    """'no such file or folder', or that `path` is a loop of links, for a path not there."""
+    return LINK_LOOP if _link_loop(path) else "no such file or folder"
+
+
 def not_found(path: Path | str) -> str:
-    """'file not found', saying why where a file stands in place of one of its folders."""
+    """'file not found', saying why where a file stands in place of one of its folders, or
+    where `path` is a loop of symbolic links."""
+    if _link_loop(path):
+        return LINK_LOOP
     blocker = _file_in_the_way(path)
     return "file not found" + (f" ({blocker} is a file, not a folder)" if blocker else "")
 
@@ -130,6 +164,17 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError as exc:  # past Python's 4,300-digit conversion limit: a traceback
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a number too long ({exc})", node.start_mark
+            ) from None
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _UniqueKeyLoader.construct_yaml_int)
 
 
 def load_yaml(path: Path | str, error: type[InputFileError] = InputFileError) -> Any:

@@ -31,6 +31,7 @@ from .extractors.anthropic import API_KEY_ENV, BASE_URL_ENV, check_base_url_in_u
 from .extractors.credentials import userinfo_replaces_key
 from .extractors.openai_compat import API_KEY_ENV as OAI_KEY_ENV
 from .extractors.specs import BackendSpec
+from .files import real_path
 from .judge.prompts import AXES as JUDGE_AXES
 from .models import Episode, ExtractionResult, OntologyMode
 from .ontology import Ontology
@@ -170,7 +171,7 @@ def _identity_guards(config: EvalsConfig, guards: list[Guard]) -> None:
         if spec.cassette_path is not None
     }
     for (a, path_a), (b, path_b) in combinations(sorted(cassettes.items()), 2):
-        if path_a.resolve() == path_b.resolve():
+        if real_path(path_a) == real_path(path_b):
             guards.append(
                 Guard(
                     "distinct_cassettes",
@@ -208,7 +209,7 @@ def _shared_target_guards(
     (or refused mid-run, after paid calls, when the models differ)."""
     targets = sorted(config.record_cassette.items())
     for (a, path_a), (b, path_b) in combinations(targets, 2):
-        if path_a.resolve() == path_b.resolve():
+        if real_path(path_a) == real_path(path_b):
             guards.append(
                 Guard(
                     "recording_targets",
@@ -219,7 +220,7 @@ def _shared_target_guards(
             )
     for recorder, target in targets:
         for replayer, path in sorted(replayed.items()):
-            if replayer != recorder and target.resolve() == path.resolve():
+            if replayer != recorder and real_path(target) == real_path(path):
                 guards.append(
                     Guard(
                         "recording_targets",

@@ -323,3 +323,44 @@ def test_only_folders_the_run_writes_are_checked(tmp_path: Path, shared_folder: 
         with pytest.raises(InputFileError) as err:
             live.check_writable("p", bench_only=True)  # a live backend's extraction cache
         assert err.value.field == "cache_dir"
+
+
+def _loop(tmp_path: Path) -> Path:
+    """`loop` -> `back` -> `loop`: two symbolic links that lead to nothing."""
+    (tmp_path / "loop").symlink_to(tmp_path / "back")
+    (tmp_path / "back").symlink_to(tmp_path / "loop")
+    return tmp_path / "loop"
+
+
+@pytest.mark.parametrize(
+    ("line", "field"),
+    [
+        ("corpus: loop", "corpus"),
+        ("ontology: loop", "ontology"),
+        ("output_dir: loop", "output_dir"),
+        ("cache_dir: loop/inside", "cache_dir"),
+        ("judge: {cache: loop}", "judge.cache"),
+        ("record_cassette: {a: loop}", "record_cassette.a"),
+        ("bench: {corpora: {cases: loop}}", "bench.corpora.cases"),
+        ("bench: {output_dir: loop}", "bench.output_dir"),
+    ],
+)
+def test_a_loop_of_symbolic_links_is_named_by_its_field(
+    line: str, field: str, tmp_path: Path
+) -> None:
+    """Path.resolve() had raised RuntimeError on it: a traceback, not the field."""
+    _loop(tmp_path)
+    (tmp_path / "c.jsonl").write_text('{"id": "c1", "text": "x"}\n')
+    (tmp_path / "o.yaml").write_text("entity_types: []\n")
+    text = "backends: {a: oracle}\nreference: a\ncorpus: c.jsonl\nontology: o.yaml\n"
+    lines = [row for row in text.splitlines() if row.split(":")[0] != line.split(":")[0]]
+    path = write(tmp_path, "\n".join([*lines, line]) + "\n")
+    with pytest.raises(InputFileError) as caught:
+        load_config(path).check_inputs(path)
+    assert caught.value.field == field
+    assert "a loop of symbolic links" in caught.value.problem
+
+
+def test_a_project_file_that_is_a_loop_of_links_is_an_input_error(tmp_path: Path) -> None:
+    with pytest.raises(InputFileError, match="Too many levels of symbolic links"):
+        load_config(_loop(tmp_path))

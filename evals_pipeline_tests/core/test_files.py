@@ -180,6 +180,19 @@ def test_an_unquoted_yaml_date_is_named_as_one(tmp_path: Path) -> None:
     assert "unquoted date" in str(err.value) and "quotes" in str(err.value)
 
 
+def test_a_yaml_integer_too_long_for_python_is_named_with_its_line(tmp_path: Path) -> None:
+    """int() refuses over 4,300 digits: a ValueError traceback from a project file's `scope:`."""
+    from evals_pipeline.core.files import load_yaml
+
+    path = tmp_path / "evals.yaml"
+    path.write_text("backends: {a: oracle}\nscope: " + "9" * 5000 + "\n")
+    with pytest.raises(InputFileError, match="invalid YAML: a number too long") as err:
+        load_yaml(path)
+    assert (err.value.path, err.value.line) == (path, 2)
+    path.write_text("hex: 0x10\nunderscored: 1_000\nsexagesimal: 1:30\nsign: -7\n")
+    assert load_yaml(path) == {"hex": 16, "underscored": 1000, "sexagesimal": 90, "sign": -7}
+
+
 def test_input_nested_too_deeply_is_named_not_a_recursion_error(tmp_path: Path) -> None:
     from evals_pipeline.core.files import load_yaml
 

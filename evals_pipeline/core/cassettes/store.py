@@ -40,7 +40,7 @@ from ..errors import (
     CassetteWriteError,
     EvalsError,
 )
-from ..files import line_problem, not_found
+from ..files import line_problem, not_found, real_path
 from ..gc_tuning import gc_paused
 from ..memo import on_forget
 from .format import CassetteRecord, ReplayRecord, ServedRecord
@@ -569,9 +569,9 @@ _memo_lock = threading.Lock()
 def _file_state(path: Path) -> tuple[object, ...]:
     try:
         st = path.stat()
-    except (FileNotFoundError, NotADirectoryError):  # missing, or under a file: not there
+    except OSError:  # missing, under a file, a loop of links: not there (the load says why)
         return (str(path), None)
-    return (str(path.resolve()), *stat_state(st))
+    return (str(real_path(path)), *stat_state(st))
 
 
 def _file_digest(path: Path) -> str | None:

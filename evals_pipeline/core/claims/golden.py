@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from ..errors import InputFileError
-from ..files import load_json, validate_file_model
+from ..files import load_json, real_path, validate_file_model
 from .extractor import MAX_CLAIM_WORDS, MIN_CLAIM_WORDS, claim_shape_ok, span_is_verbatim
 
 ReviewStatus = Literal["PENDING_HUMAN_REVIEW", "VERIFIED"]
@@ -167,13 +167,13 @@ def load_golden_example(path: Path | str) -> GoldenExample:
 def example_files(directory: Path, baseline: Path | None = None) -> list[Path]:
     """`*.json` directly in the folder, except the gate's baseline (`baseline.json`, or the one
     the project file names, wherever it is; recordings live in a subfolder)."""
-    skip = {(directory / BASELINE_FILE).resolve()}
+    skip = {real_path(directory / BASELINE_FILE)}
     if baseline is not None:
-        skip.add(baseline.resolve())
+        skip.add(real_path(baseline))
     for path in directory.iterdir():  # claims-053.JSON had been skipped: no example, no error
         if path.suffix != ".json" and path.suffix.lower() == ".json":
             raise InputFileError(path, "a golden example's name ends in .json, in lower case")
-    found = sorted(p for p in directory.glob("*.json") if p.resolve() not in skip)
+    found = sorted(p for p in directory.glob("*.json") if real_path(p) not in skip)
     for path in found:  # nothing is skipped quietly: a folder named like an example is an error
         if path.is_dir():
             raise InputFileError(path, "is a folder, not a golden example file")

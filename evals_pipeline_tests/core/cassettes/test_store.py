@@ -772,6 +772,18 @@ def test_a_folder_or_a_missing_file_is_named_as_such(tmp_path: Path) -> None:
         )
 
 
+def test_a_loop_of_symbolic_links_is_named_not_a_traceback(tmp_path: Path) -> None:
+    from evals_pipeline.core.cassettes.store import index_cassette
+    from evals_pipeline.core.errors import CassetteNotAFile
+
+    loop = tmp_path / "loop.jsonl"
+    loop.symlink_to(tmp_path / "back.jsonl")
+    (tmp_path / "back.jsonl").symlink_to(loop)
+    for load in (index_cassette, load_cassette):  # index_cassette had raised OSError (ELOOP)
+        with pytest.raises(CassetteNotAFile, match="symbolic links"):
+            load(loop)
+
+
 def test_a_whole_json_last_line_that_is_no_record_is_not_skipped(tmp_path: Path) -> None:
     """Only JSON cut short is a torn line: the appender keeps whole JSON, so load must not
     skip it either (it would become a corrupt middle line after the next append)."""
