@@ -3,7 +3,7 @@
 Episodes pair on case and source id where their case digests agree; every rate gets A, B,
 B − A and a 95% paired bootstrap interval (an interval spanning zero means the corpus cannot
 tell the two runs apart). Exit codes: 0 compared, 1 with --fail-if-worse when some rate's
-interval says B is worse, 2 usage error or refusal.
+interval says B is worse or B lacks the counts of a rate A has, 2 usage error or refusal.
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument(
         "--fail-if-worse",
         action="store_true",
-        help="exit 1 when some rate's interval leaves out 0 on B's worse side (a CI gate)",
+        help="exit 1 when some rate's interval leaves out 0 on B's worse side, or B lacks the "
+        "counts of a rate A has (a CI gate)",
     )
     args = p.parse_args(argv)
     try:
@@ -89,7 +90,13 @@ def main(argv: Sequence[str]) -> int:
             print(f"evals-pipeline compare: error: {exc}", file=sys.stderr)
             return 2
     worse = [r["rate"] for r in result["rates"] if r["verdict"] == "B worse"]
+    lost = [r["rate"] for r in result["rates"] if r["verdict"] == "not in run b"]
     if args.fail_if_worse and worse:
         print(f"evals-pipeline compare: B is worse on {', '.join(worse)}", file=sys.stderr)
-        return 1
-    return 0
+    if args.fail_if_worse and lost:  # counts dropped from B cannot pass the gate as no change
+        print(
+            f"evals-pipeline compare: B carries no counts for {', '.join(lost)}, which A has: "
+            "nothing shows B is not worse there",
+            file=sys.stderr,
+        )
+    return 1 if args.fail_if_worse and (worse or lost) else 0

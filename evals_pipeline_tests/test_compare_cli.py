@@ -81,3 +81,21 @@ def test_fail_if_worse_is_a_ci_gate(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "B is worse on entity_precision, entity_recall" in capsys.readouterr().err
     assert main(["compare", str(a), str(a), "--fail-if-worse"]) == 0
     assert "| no change |" in capsys.readouterr().out
+
+
+def test_fail_if_worse_fails_a_run_that_lacks_counts_a_has(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A B with its counts deleted had read as "not in both runs" on every rate: exit 0."""
+    counts = {"entities_tp": 3, "entities_produced": 4, "entities_expected": 4}
+    episode = {"case": "c/1", "source_id": "ep-1", "case_digest": "d1", "status": "ok"}
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps({"rows": {"m": {"episodes": [{**episode, "counts": counts}]}}}))
+    b.write_text(json.dumps({"rows": {"m": {"episodes": [{**episode, "counts": {}}]}}}))
+    assert main(["compare", str(a), str(b)]) == 0
+    assert "| not in run b |" in capsys.readouterr().out
+    assert main(["compare", str(a), str(b), "--fail-if-worse"]) == 1
+    err = capsys.readouterr().err
+    assert "B carries no counts for entity_precision, entity_recall, which A has" in err
+    assert main(["compare", str(b), str(a), "--fail-if-worse"]) == 0  # B adds counts: no loss
+    assert "| not in run a |" in capsys.readouterr().out

@@ -494,10 +494,12 @@ def verdict(rate: Mapping[str, Any]) -> str:
     """What one rate's interval says of B against A: `B worse` / `B better` when the interval
     leaves out 0 (in the rate's own direction), `no change` when every resample gave 0 (the
     same rate in both runs, resample by resample), `cannot tell apart` when it spans 0; where
-    no interval was drawn, `undefined in a run` or `not in both runs`."""
+    no interval was drawn, `undefined in a run`, or `not in run a` / `not in run b` (its counts
+    are carried by one run only)."""
     if rate["low"] is None:
-        both = rate["a"] is not None and rate["b"] is not None
-        return "undefined in a run" if both else "not in both runs"
+        if rate["a"] is None or rate["b"] is None:
+            return "not in run a" if rate["a"] is None else "not in run b"
+        return "undefined in a run"
     if rate["low"] == rate["high"] == 0.0:
         return "no change"
     if rate["low"] <= 0.0 <= rate["high"]:
