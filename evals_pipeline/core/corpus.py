@@ -126,7 +126,10 @@ def _parse_line(path: Path, lineno: int, text: str) -> _ChunkLine:
 def _check_expected(
     path: Path, lineno: int, body: str, graph: _ExpectedGraph, ontology: Ontology | None
 ) -> None:
-    """Quotes verbatim, names unique, edges closed over the chunk's entities, types declared."""
+    """Quotes verbatim, names and edges unique as scoring compares them (casefolded, spaces
+    collapsed: one written twice would count twice as expected), edges closed over the chunk's
+    entities, types declared."""
+    from .scoring.strict import normalize  # here: scoring imports tables, which import Chunk
 
     def fail(problem: str, field: str) -> NoReturn:
         raise InputFileError(path, problem, line=lineno, field=field)
@@ -135,13 +138,13 @@ def _check_expected(
     entity_index: dict[str, int] = {}
     for i, ent in enumerate(graph.entities):
         where = f"expected.entities[{i}]"
-        if ent.name in entity_index:
-            first = entity_index[ent.name]
+        if (first := entity_index.get(normalize(ent.name))) is not None:
             fail(
-                f"duplicate entity name {ent.name!r} (first at expected.entities[{first}])",
+                f"duplicate entity name {ent.name!r} (first at expected.entities[{first}] as "
+                f"{graph.entities[first].name!r}; names are compared casefolded)",
                 f"{where}.name",
             )
-        entity_index[ent.name] = i
+        entity_index[normalize(ent.name)] = i
         entity_types[ent.name] = ent.type
         if ent.quote not in body:
             fail(f"quote {ent.quote!r} is not a verbatim substring of body", f"{where}.quote")
@@ -153,8 +156,16 @@ def _check_expected(
             )
 
     relations = {rt.name: rt for rt in ontology.relation_types} if ontology is not None else {}
+    edge_index: dict[tuple[str, str, str], int] = {}
     for i, edge in enumerate(graph.edges):
         where = f"expected.edges[{i}]"
+        triple = (normalize(edge.source), normalize(edge.relation), normalize(edge.target))
+        if (first := edge_index.setdefault(triple, i)) != i:
+            fail(
+                f"duplicate edge {edge.source!r} -{edge.relation}-> {edge.target!r} (first at "
+                f"expected.edges[{first}]): scoring would expect it twice",
+                where,
+            )
         for side in ("source", "target"):
             endpoint = getattr(edge, side)
             if endpoint not in entity_types:

@@ -283,6 +283,30 @@ def test_duplicate_entity_name(tmp_path: Path) -> None:
     assert "expected.entities[0]" in err.problem
 
 
+def test_an_entity_name_repeated_in_other_case_is_a_duplicate(tmp_path: Path) -> None:
+    """Scoring compares names casefolded: `ADA  lovelace` would have been expected twice."""
+    bad = chunk()
+    bad["expected"]["entities"][2]["name"] = "ADA  lovelace"
+    bad["expected"]["edges"] = []
+    err = load_error(write_lines(tmp_path, bad))
+    assert (err.line, err.field) == (1, "expected.entities[2].name")
+    assert "as 'Ada Lovelace'" in err.problem
+
+
+def test_a_duplicate_edge_is_named(tmp_path: Path) -> None:
+    """It had been accepted: scoring counted the one edge as expected twice."""
+    bad = chunk()
+    edges = bad["expected"]["edges"]
+    edges.append({**edges[1], "source": "charles babbage", "fact": "another fact"})
+    err = load_error(write_lines(tmp_path, bad))
+    assert (err.line, err.field) == (1, "expected.edges[3]")
+    assert "duplicate edge 'charles babbage' -CREATED-> 'Analytical Engine'" in err.problem
+    assert "expected.edges[1]" in err.problem
+    reversed_edge = {**edges[0], "source": "Charles Babbage", "target": "Ada Lovelace"}
+    bad["expected"]["edges"] = [*edges[:3], reversed_edge]  # the other direction is no repeat
+    assert load_prose_corpus(write_lines(tmp_path, bad), ONTOLOGY).chunks
+
+
 # --- with an ontology ------------------------------------------------------------------------
 
 
