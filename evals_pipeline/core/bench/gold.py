@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from ..errors import InputFileError
 from ..extractors.base import Extractor
+from ..files import no_such_path
 from ..models import Episode, ExtractionResult, OntologyMode
 from ..ontology import Ontology
 from ..options import ExtractOptions
@@ -116,6 +117,25 @@ def _category_ontologies(path: Path) -> Path:
     return path.parent / "ontologies"
 
 
+def _check_predicates(
+    corpus: WebNLGCorpus, ontologies: Mapping[str, Ontology], folder: Path
+) -> None:
+    """Every gold predicate is a relation of its category's ontology: one that is not can never
+    be produced in strict mode (the parser drops it), so the oracle row would fall short."""
+    for chunk in corpus.chunks:
+        category = category_of(chunk)
+        declared = {rt.name for rt in ontologies[category].relation_types}
+        assert chunk.expected is not None  # every WebNLG entry is labelled
+        for i, edge in enumerate(chunk.expected.edges):
+            if edge.relation not in declared:
+                raise InputFileError(
+                    corpus.path,
+                    f"entry {chunk.episode.name!r}: predicate {edge.relation!r} is not a "
+                    f"relation of {folder / f'{category}.yaml'}",
+                    field=f"triples[{i}].predicate",
+                )
+
+
 def load_gold(name: str, path: Path | str, split: GoldSplit = "all") -> GoldCorpus:
     """A folder loads as exact-match cases (honouring `split`), a file as WebNLG."""
     path = Path(path)
@@ -123,19 +143,26 @@ def load_gold(name: str, path: Path | str, split: GoldSplit = "all") -> GoldCorp
         cases = load_bench_corpus(path, split=None if split == "all" else split)
         return GoldCorpus(name=name, kind="cases", path=path, cases=cases)
     if not path.exists():
-        raise InputFileError(path, f"gold corpus {name!r}: no such file or folder")
+        raise InputFileError(path, f"gold corpus {name!r}: {no_such_path(path)}")
     if split != "all":
         raise InputFileError(path, f"gold corpus {name!r}: a WebNLG file has no {split} split")
     corpus = load_webnlg(path)
     if not corpus.chunks:
         raise InputFileError(path, f"gold corpus {name!r} holds no entry: nothing to score")
     folder = _category_ontologies(path)
+    if not folder.is_dir():
+        raise InputFileError(
+            path,
+            f"gold corpus {name!r}: a WebNLG file reads its categories' ontologies from "
+            f"{folder}/<category>.yaml, and {folder} is {no_such_path(folder)}",
+        )
     ontologies: dict[str, Ontology] = {}
     for category in corpus.categories:
         file = folder / f"{category}.yaml"
         if not file.is_file():
             raise InputFileError(file, f"no ontology for WebNLG category {category!r}")
         ontologies[category] = load_webnlg_ontology(file)
+    _check_predicates(corpus, ontologies, folder)
     return GoldCorpus(name=name, kind="webnlg", path=path, webnlg=corpus, ontologies=ontologies)
 
 

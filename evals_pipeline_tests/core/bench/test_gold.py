@@ -1,9 +1,13 @@
 import copy
 import json
+import shutil
 from pathlib import Path
+
+import pytest
 
 from evals_pipeline.core.bench.gold import GoldCorpus, load_gold, oracle_shortfalls, run_gold
 from evals_pipeline.core.compare import compare_runs
+from evals_pipeline.core.errors import InputFileError
 from evals_pipeline.core.extractors.oracle import OracleExtractor
 from evals_pipeline_tests.pipeline_fixtures import write_webnlg
 
@@ -31,7 +35,33 @@ def _webnlg_gold(folder: Path, second_text: str = "Abilene is in Texas.") -> Gol
     }
     with path.open("a") as out:
         out.write(json.dumps(entry) + "\n")
+    with (folder / "ontologies" / "Airport.yaml").open("a") as out:
+        out.write("- name: isPartOf\n")
     return load_gold("webnlg", path)
+
+
+def test_a_gold_predicate_its_category_does_not_declare_is_named(tmp_path: Path) -> None:
+    """It had been accepted: never produced in strict mode, so the oracle row fell short."""
+    path = write_webnlg(tmp_path / "g")
+    entry = json.loads(path.read_text())
+    entry["triples"].append({"subject": "Aarhus", "predicate": "country", "object": "Denmark"})
+    path.write_text(json.dumps(entry) + "\n")
+    with pytest.raises(InputFileError) as err:
+        load_gold("webnlg", path)
+    assert (err.value.path, err.value.field) == (path, "triples[1].predicate")
+    assert "entry 'synthetic-1t-Airport-1': predicate 'country' is not a relation of" in str(
+        err.value
+    )
+
+
+def test_a_webnlg_file_without_its_ontologies_folder_says_so(tmp_path: Path) -> None:
+    """It had named `ontologies/Airport.yaml` as missing, not the folder it is read from."""
+    path = write_webnlg(tmp_path / "g")
+    shutil.rmtree(tmp_path / "g" / "ontologies")
+    with pytest.raises(InputFileError) as err:
+        load_gold("webnlg", path)
+    assert err.value.path == path
+    assert f"{tmp_path / 'g' / 'ontologies'} is no such file or folder" in str(err.value)
 
 
 def test_two_webnlg_runs_compare_on_their_triples(tmp_path: Path) -> None:
