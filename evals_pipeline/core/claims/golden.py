@@ -7,7 +7,8 @@ Each file holds exactly these fields::
      "review_status": "PENDING_HUMAN_REVIEW" | "VERIFIED", "notes": "..."}
 
 The loader hard-fails (InputFileError naming the file, the field and, for a span, the claim) on
-an unknown or missing field, a bad review status, a duplicate id, and — the invariant the
+an unknown or missing field, a bad review status, an id other than the file's name (so no two
+examples share one), and — the invariant the
 pipeline enforces on model output, applied to the labels too — an evidence span that is not a
 verbatim substring of the input text. Only VERIFIED examples count toward scores, the baseline
 and the gate; PENDING_HUMAN_REVIEW examples are report-only.
@@ -137,6 +138,10 @@ def load_golden_example(path: Path | str) -> GoldenExample:
         raise InputFileError(
             path, f"id {example.id!r} must be letters, digits, '_', '-' or '.'", field="id"
         )
+    if example.id != path.stem:  # as a recording's: one id, one example file, one recording
+        raise InputFileError(
+            path, f"id {example.id!r} does not match its file name ({path.name})", field="id"
+        )
     seen: set[str] = set()
     for i, claim in enumerate(example.expected_claims):
         where = f"expected_claims[{i}]"
@@ -194,11 +199,7 @@ def load_golden_set(directory: Path | str, baseline: Path | None = None) -> Gold
     examples: list[GoldenExample] = []
     paths: dict[str, Path] = {}
     for path in files:
-        example = load_golden_example(path)
-        if example.id in paths:
-            raise InputFileError(
-                path, f"duplicate id {example.id!r} (also in {paths[example.id]})", field="id"
-            )
+        example = load_golden_example(path)  # its id is its file's name: unique in the folder
         paths[example.id] = path
         examples.append(example)
     return GoldenSet(directory=directory, examples=tuple(examples), paths=paths)

@@ -88,13 +88,17 @@ def test_a_missing_field_and_bad_claim_shape_fail(tmp_path: Path) -> None:
         load_golden_set(tmp_path)
 
 
-def test_duplicate_ids_and_empty_folders_fail(tmp_path: Path) -> None:
+def test_an_id_other_than_the_file_name_and_an_empty_folder_fail(tmp_path: Path) -> None:
+    """An example's recording is `recordings/<id>.json`: an id other than its file's name had
+    been accepted, so `claims-053.json` could load as `claims-001`'s example and recording."""
     with pytest.raises(InputFileError, match="no example"):
         load_golden_set(tmp_path)
     write_example(tmp_path, "same", "Text one has words.", [])
     (tmp_path / "copy.json").write_text((tmp_path / "same.json").read_text())
-    with pytest.raises(InputFileError, match="duplicate id 'same'"):
+    with pytest.raises(InputFileError) as caught:
         load_golden_set(tmp_path)
+    assert (caught.value.path, caught.value.field) == (tmp_path / "copy.json", "id")
+    assert "id 'same' does not match its file name (copy.json)" in str(caught.value)
 
 
 def test_a_folder_named_like_an_example_is_an_error_not_skipped(tmp_path: Path) -> None:
