@@ -85,9 +85,10 @@ from evals_pipeline.core.ontology import Ontology, load_ontology  # noqa: E402
 from evals_pipeline.core.options import ExtractOptions  # noqa: E402
 from evals_pipeline.core.parsing import EdgesReply, EntitiesReply, parse_structured  # noqa: E402
 from evals_pipeline.core.reports.assemble import assemble_mode_report  # noqa: E402
+from evals_pipeline.core.reports.episodes import compare_tables  # noqa: E402
+from evals_pipeline.core.reports.files import report_json  # noqa: E402
 from evals_pipeline.core.reports.report import backend_summary, mode_matrix  # noqa: E402
 from evals_pipeline.core.runner import ChunkRun, extract_all, run_sync  # noqa: E402
-from evals_pipeline.core.scoring.strict import score_keys, table_keys  # noqa: E402
 from evals_pipeline.core.tables import extraction_table  # noqa: E402
 from evals_pipeline_tests.support.deterministic_backend import (  # noqa: E402
     answer,
@@ -564,6 +565,7 @@ def replay_modes(
         return now
 
     t = time.perf_counter()
+    by_name = {episode.name: episode for episode in episodes}
     reports: dict[str, dict[str, Any]] = {}
     for mode in ONTOLOGY_MODES:
         options = ExtractOptions.for_mode(mode, ontology)
@@ -576,12 +578,12 @@ def replay_modes(
             if len(failed):
                 raise RuntimeError(f"replay of {name}/{mode} failed: {failed.iloc[0]}")
             t = lap("replay + table", t)
-        ref = table_keys(tables[REFERENCE])
-        strict = {
-            name: score_keys(table_keys(tab), ref).to_dict()
-            for name, tab in tables.items()
-            if name != REFERENCE
-        }
+        # As `reference_comparison`: pooled scores, and the per-chunk counts it writes (here
+        # serialised, not written) as <mode>/episodes.json.
+        strict, run = compare_tables(
+            tables, REFERENCE, mode=mode, corpus_digest="bench", episodes=by_name
+        )
+        report_json(run)
         t = lap("strict scoring", t)
         summaries = {
             name: backend_summary(name, specs[name], tab, ontology=ontology, mode=mode, prices=None)

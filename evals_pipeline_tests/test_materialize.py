@@ -12,6 +12,7 @@ from dagster import AssetCheckKey, AssetCheckSeverity, AssetKey, DagsterInstance
 
 from evals_pipeline.assets.extraction import COVERAGE_CHECK
 from evals_pipeline.core.cassettes.store import load_cassette
+from evals_pipeline.core.compare import compare_runs, verdict
 from evals_pipeline.graph import build_definitions
 from evals_pipeline.materialize import materialize_all
 from evals_pipeline_tests.pipeline_fixtures import CORPUS, RULES, SLOPPY, make_config
@@ -59,6 +60,15 @@ def test_every_partition_then_zero_calls_on_rematerialisation(tmp_path: Path) ->
     assert freeform["backends"]["oracle"]["strict"] is None  # the reference itself
     assert freeform["backends"]["sloppy"]["structured_output"]["recovered"] > 0
     assert (out / "strict" / "report.md").read_text().startswith("# ")
+    # Beside each report, its chunks one by one, for `compare` against another run.
+    episodes = json.loads((out / "strict" / "episodes.json").read_text())
+    assert set(episodes["rows"]) == {"rules", "sloppy"}  # the candidates, not the reference
+    rules = episodes["rows"]["rules"]["episodes"]
+    assert len(rules) == strict["backends"]["rules"]["strict"]["chunks_compared"] == 4
+    tp = sum(e["counts"]["edges_tp"] for e in rules)
+    assert tp == strict["backends"]["rules"]["strict"]["edges"]["tp"]
+    same = compare_runs(episodes, episodes, row_a="rules", row_b="rules", resamples=20)
+    assert {verdict(r) for r in same["rates"]} <= {"no change", "undefined in a run"}
 
 
 def test_report_metadata_is_plottable(tmp_path: Path) -> None:

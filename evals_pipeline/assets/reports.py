@@ -20,15 +20,17 @@ from dagster import (
     asset,
 )
 
+from ..core.atomic import write_text_atomic
 from ..core.config import EvalsConfig
 from ..core.plan import fresh_recording_guards
 from ..core.reports.assemble import assemble_mode_report, inputs_provenance
-from ..core.reports.files import write_report_files
+from ..core.reports.episodes import EPISODES_FILE, compare_tables
+from ..core.reports.files import report_json, write_report_files
 from ..core.reports.judging import judging_section
 from ..core.reports.markdown import render_mode_matrix, render_mode_report
 from ..core.reports.plot import CHART_FILE, plot_f1_by_mode
 from ..core.reports.report import float_metrics, mode_matrix
-from ..core.scoring.strict import AXES, score_keys, table_keys
+from ..core.scoring.strict import AXES
 from ..core.tables import same_graphs
 from ..partitions import BY_MODE, fan_in, mode_partitions, partition_check, split_key
 from ..resources import EvalsResource
@@ -81,28 +83,33 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         evals: EvalsResource,
         extractions: Any,
     ) -> Iterator[Any]:
-        """Strict-string P/R/F1 of every candidate against the reference backend.
+        """Strict-string P/R/F1 of every candidate against the reference backend, and the
+        same counts chunk by chunk in `<mode>/episodes.json`, which `evals-pipeline compare`
+        pairs with another run's to say whether a change made a backend worse.
 
         This measures agreement with the reference's output, not correctness (with the oracle
         as reference: agreement with the hand-written labels).
         """
         tables = _by_backend(fan_in(context, "extractions", extractions))
-        reference = evals.config.reference
-        ref = table_keys(tables[reference])
-        strict = {
-            name: score_keys(table_keys(table), ref).to_dict()
-            for name, table in sorted(tables.items())
-            if name != reference
-        }
-        yield Output(
-            strict,
-            metadata={  # none where no chunk was compared
-                f"{name}/{axis}_f1": float(scores[axis]["f1"])
-                for name, scores in strict.items()
-                for axis in AXES
-                if scores[axis]["f1"] is not None
-            },
+        corpus = evals.corpus()
+        strict, run = compare_tables(
+            tables,
+            evals.config.reference,
+            mode=context.partition_key,
+            corpus_digest=corpus.digest,
+            episodes={chunk.episode.name: chunk.episode for chunk in corpus.chunks},
         )
+        episodes_path = write_text_atomic(
+            evals.config.output_dir / context.partition_key / EPISODES_FILE, report_json(run)
+        )
+        metadata: dict[str, Any] = {  # none where no chunk was compared
+            f"{name}/{axis}_f1": float(scores[axis]["f1"])
+            for name, scores in strict.items()
+            for axis in AXES
+            if scores[axis]["f1"] is not None
+        }
+        metadata["episodes_json"] = MetadataValue.path(str(episodes_path))
+        yield Output(strict, metadata=metadata)
         same = [
             f"{a} and {b} extracted the same graphs on all {n} chunks they extracted"
             for (a, table_a), (b, table_b) in combinations(sorted(tables.items()), 2)

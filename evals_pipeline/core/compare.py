@@ -1,4 +1,4 @@
-"""Reading bench run B against run A: pooled rates, paired bootstrap intervals, what moved.
+"""Reading run B against run A: pooled rates, paired bootstrap intervals, what moved.
 
 A single run's rate says little about a change; two runs over the same episodes do, if the
 comparison pairs each episode with itself and asks whether the corpus can tell them apart. This
@@ -6,7 +6,9 @@ module reads two run reports, pairs their episodes, and reports per rate A, B, B
 pooled counts with a 95% paired bootstrap interval (`statistics_bootstrap`), per-episode rises
 and falls, status changes and the largest drops and rises.
 
-Run report (the JSON each benchmark run writes; the writer produces exactly this)::
+Run report (the JSON each benchmark run writes, and each prose mode report's `episodes.json`
+beside it, a row per candidate backend and an episode per chunk; the writers produce exactly
+this)::
 
     {
       "corpus_version": "1.1.0",          # optional; reports of different versions still pair
@@ -27,8 +29,8 @@ Run report (the JSON each benchmark run writes; the writer produces exactly this
       }
     }
 
-Fields not named here are ignored. `counts` maps count names (those of `RATES` and
-`WEBNLG_RATES`; `episodes`, the denominator of the per-episode rates, is 1 for every episode and
+Fields not named here are ignored. `counts` maps count names (those of `RATES`, `WEBNLG_RATES`
+and `PROSE_RATES`; `episodes`, the denominator of the per-episode rates, is 1 for every episode and
 never carried) to non-negative integers. The writer should write every count it knows for every
 episode, errored ones included (nothing produced, but everything still expected): a count an
 episode lacks is read as 0, and a rate is computed for a run only when some paired episode of
@@ -92,7 +94,15 @@ WEBNLG_RATES: dict[str, tuple[str, str]] = {
     "triple_precision": ("triples_tp", "triples_produced"),
     "triple_recall": ("triples_tp", "triples_expected"),
 }
-_COMPARED_RATES: dict[str, tuple[str, str]] = {**RATES, **WEBNLG_RATES}
+# A prose run's rates beyond the bench's entity and edge ones: its strict axes against the
+# reference (`reports.episodes`, the `<mode>/episodes.json` its report writes beside it).
+PROSE_RATES: dict[str, tuple[str, str]] = {
+    "typed_entity_precision": ("types_tp", "types_produced"),
+    "typed_entity_recall": ("types_tp", "types_expected"),
+    "summary_precision": ("summaries_tp", "summaries_produced"),
+    "summary_recall": ("summaries_tp", "summaries_expected"),
+}
+_COMPARED_RATES: dict[str, tuple[str, str]] = {**RATES, **WEBNLG_RATES, **PROSE_RATES}
 # Rates where a fall is an improvement; rendering says so.
 LOWER_IS_BETTER: frozenset[str] = frozenset(
     {
@@ -170,8 +180,9 @@ def _select_row(report: Mapping[str, Any], row: str | None, run: str) -> tuple[s
     rows = report.get("rows") if isinstance(report, Mapping) else None
     if rows is None and isinstance(report, Mapping) and "backends" in report:
         raise RunReportError(  # what a user comparing two prose runs reaches for first
-            f"run {run} is a prose mode report (reports/<mode>/report.json); compare reads "
-            "bench run reports (bench-results/<gold>/<stamp>.json, from evals-pipeline bench)"
+            f"run {run} is a prose mode report (reports/<mode>/report.json), which pools its "
+            "chunks; compare its episodes.json beside it (the same run, chunk by chunk), or a "
+            "bench run report (bench-results/<gold>/<stamp>.json)"
         )
     if not isinstance(rows, Mapping) or not rows:
         raise RunReportError(f"run {run}: 'rows' must be a non-empty object of rows")
@@ -521,7 +532,10 @@ def _fmt(value: float | None, signed: bool = False) -> str:
 
 
 def _run_line(run: Mapping[str, Any]) -> str:
-    version = run.get("corpus_version") or "unknown version"
+    digest = run.get("corpus_digest")
+    version = run.get("corpus_version") or (
+        f"digest {digest[:12]}" if digest else "unknown version"
+    )
     split = f" ({run['split']})" if run.get("split") else ""
     return f"row `{run['row']}`, corpus {version}{split}"
 

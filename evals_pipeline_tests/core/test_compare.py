@@ -377,5 +377,5 @@ def test_a_prose_mode_report_is_named_as_such_not_as_missing_rows() -> None:
     """The first thing a user compares is two prose reports: the error had said only that
     'rows' must be a non-empty object."""
     prose = {"ontology_mode": "strict", "reference": "oracle", "backends": {"oracle": {}}}
-    with pytest.raises(RunReportError, match=r"run a is a prose mode report .* bench run reports"):
+    with pytest.raises(RunReportError, match=r"run a is a prose mode report .* its episodes.json"):
         compare_runs(prose, run_a())

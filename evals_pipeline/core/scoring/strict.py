@@ -228,6 +228,43 @@ def score_against_reference(
     )
 
 
+ChunkCounts = dict[str, tuple[int, int, int]]
+"""One chunk's (tp, fp, fn) per axis."""
+
+
+@gc_paused()
+def chunk_counts(
+    candidate: Mapping[str, ChunkKeys | None], reference: Mapping[str, ChunkKeys | None]
+) -> dict[str, ChunkCounts]:
+    """chunk -> its (tp, fp, fn) per axis, for every chunk the reference extracted: the counts
+    `score_keys` pools, kept chunk by chunk so that two runs can be paired on them."""
+    out: dict[str, ChunkCounts] = {}
+    for chunk in sorted(reference):
+        ref = reference[chunk]
+        if ref is None:
+            continue
+        cand = candidate.get(chunk)
+        cand = _NOTHING if cand is None else cand
+        out[chunk] = {axis: _counts(cand[axis], ref[axis]) for axis in AXES}
+    return out
+
+
+def pool_counts(counts: Mapping[str, ChunkCounts], skipped: int) -> StrictScores:
+    """`score_keys`'s scores from `chunk_counts`'s counts (`skipped`: the reference's failed
+    chunks), for a caller that keeps the counts too."""
+    totals = {axis: [0, 0, 0] for axis in AXES}
+    for chunk_axes in counts.values():
+        for axis in AXES:
+            total = totals[axis]
+            for i, value in enumerate(chunk_axes[axis]):
+                total[i] += value
+    return StrictScores(
+        **{axis: PRF(*totals[axis]) for axis in AXES},
+        chunks_compared=len(counts),
+        skipped_chunks=skipped,
+    )
+
+
 @gc_paused()
 def score_keys(
     candidate: Mapping[str, ChunkKeys | None], reference: Mapping[str, ChunkKeys | None]

@@ -1,0 +1,116 @@
+"""A prose run's per-chunk counts (`<mode>/episodes.json`) and `compare` reading two of them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from evals_pipeline.core.compare import compare_runs, verdict
+from evals_pipeline.core.models import Edge, Entity, Episode, ExtractionResult
+from evals_pipeline.core.reports.episodes import chunk_digest, compare_tables
+from evals_pipeline.core.scoring.strict import chunk_keys, score_keys, table_keys
+from evals_pipeline.core.tables import runs_to_table
+
+from .test_report import candidate_table, ok_run, reference_table, stats
+
+EPISODES = {name: Episode(name=name, body=f"text of {name}") for name in ("c1", "c2", "c3")}
+
+
+def _compare(tables: dict[str, pd.DataFrame], **episodes: Episode) -> tuple[Any, Any]:
+    return compare_tables(
+        tables,
+        "ref",
+        mode="strict",
+        corpus_digest="abc",
+        episodes={**EPISODES, **episodes},
+    )
+
+
+def test_the_per_chunk_counts_pool_to_the_reports_strict_scores() -> None:
+    tables = {"ref": reference_table(), "cand": candidate_table()}
+    strict, run = _compare(tables)
+    pooled = score_keys(table_keys(tables["cand"]), table_keys(tables["ref"])).to_dict()
+    assert strict == {"cand": pooled}
+    assert (run["kind"], run["ontology_mode"], run["reference"]) == ("prose", "strict", "ref")
+    episodes = run["rows"]["cand"]["episodes"]
+    assert [e["case"] for e in episodes] == ["c1", "c2"]  # c3: the reference failed on it
+    for axis in ("entities", "types", "edges", "summaries"):
+        tp = sum(e["counts"][f"{axis}_tp"] for e in episodes)
+        produced = sum(e["counts"][f"{axis}_produced"] for e in episodes)
+        expected = sum(e["counts"][f"{axis}_expected"] for e in episodes)
+        assert (tp, produced - tp, expected - tp) == (
+            pooled[axis]["tp"],
+            pooled[axis]["fp"],
+            pooled[axis]["fn"],
+        )
+    failed = episodes[1]  # the candidate failed c2: nothing produced, everything expected
+    assert failed["status"] == "error"
+    assert failed["counts"]["entities_produced"] == 0
+    assert failed["counts"]["entities_expected"] == 1
+    assert (failed["counts"]["tokens"], failed["counts"]["requests"]) == (600, 1)
+    assert episodes[0]["counts"]["tokens"] == 1200 and episodes[0]["status"] == "ok"
+
+
+def test_a_chunk_pairs_only_while_its_text_and_its_reference_are_unchanged() -> None:
+    keys = chunk_keys(ExtractionResult(entities=(Entity(name="Alice"),)))
+    other = chunk_keys(ExtractionResult(entities=(Entity(name="Alicia"),)))
+    episode = EPISODES["c1"]
+    edited = Episode(name="c1", body="text of c1, edited")
+    assert chunk_digest(episode, keys) == chunk_digest(
+        episode, chunk_keys(ExtractionResult(entities=(Entity(name="Alice"),)))
+    )
+    assert chunk_digest(edited, keys) != chunk_digest(episode, keys)
+    assert chunk_digest(episode, other) != chunk_digest(episode, keys)
+    _strict, run = _compare({"ref": reference_table(), "cand": candidate_table()})
+    _strict, changed = _compare(
+        {"ref": reference_table(), "cand": candidate_table()}, c2=Episode(name="c2", body="new")
+    )
+    result = compare_runs(run, changed, resamples=50)
+    assert result["paired"] == 1
+    assert [u["case"] for u in result["unpaired"]["case_changed"]] == ["c2"]
+
+
+def test_a_chunk_the_corpus_no_longer_holds_has_no_digest() -> None:
+    tables = {"ref": reference_table(), "cand": candidate_table()}
+    _strict, run = compare_tables(
+        tables, "ref", mode="strict", corpus_digest="abc", episodes={"c1": EPISODES["c1"]}
+    )
+    by_case = {e["case"]: e for e in run["rows"]["cand"]["episodes"]}
+    assert "case_digest" in by_case["c1"] and "case_digest" not in by_case["c2"]
+
+
+def _table(graphs: dict[str, ExtractionResult]) -> pd.DataFrame:
+    return runs_to_table(
+        [
+            ok_run(name, graph, stats(requests=2, input_tokens=100), provider="p", model="m")
+            for name, graph in graphs.items()
+        ]
+    )
+
+
+def test_compare_says_a_prose_backend_got_worse_between_two_runs() -> None:
+    """What a prompt change is checked for: the same backend, the same chunks and reference,
+    before and after. The mode report pools chunks and could only rank backends in one run."""
+    names = [f"c{i:02d}" for i in range(30)]
+    gold = {
+        n: ExtractionResult(
+            entities=(Entity(name=f"A{n}", type="Person"), Entity(name=f"B{n}", type="Place")),
+            edges=(Edge(source=f"A{n}", relation="LIVES_IN", target=f"B{n}"),),
+        )
+        for n in names
+    }
+    lost_edges = {n: ExtractionResult(entities=g.entities) for n, g in gold.items()}
+    episodes = {n: Episode(name=n, body=f"A{n} lives in B{n}.") for n in names}
+
+    def run(candidate: dict[str, ExtractionResult]) -> dict[str, Any]:
+        tables = {"ref": _table(gold), "model": _table(candidate)}
+        return compare_tables(tables, "ref", mode="open", corpus_digest="d", episodes=episodes)[1]
+
+    result = compare_runs(run(gold), run(lost_edges), resamples=500)
+    verdicts = {r["rate"]: verdict(r) for r in result["rates"]}
+    assert result["paired"] == 30
+    assert verdicts["edge_recall"] == "B worse"
+    assert verdicts["entity_recall"] == "no change"
+    assert verdicts["typed_entity_precision"] == "no change"
+    assert verdicts["edge_precision"] == "undefined in a run"  # B produced no edge at all
