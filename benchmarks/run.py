@@ -85,8 +85,7 @@ from evals_pipeline.core.ontology import Ontology, load_ontology  # noqa: E402
 from evals_pipeline.core.options import ExtractOptions  # noqa: E402
 from evals_pipeline.core.parsing import EdgesReply, EntitiesReply, parse_structured  # noqa: E402
 from evals_pipeline.core.reports.assemble import assemble_mode_report  # noqa: E402
-from evals_pipeline.core.reports.episodes import compare_tables  # noqa: E402
-from evals_pipeline.core.reports.files import report_json  # noqa: E402
+from evals_pipeline.core.reports.episodes import compare_tables, episodes_json  # noqa: E402
 from evals_pipeline.core.reports.report import backend_summary, mode_matrix  # noqa: E402
 from evals_pipeline.core.runner import ChunkRun, extract_all, run_sync  # noqa: E402
 from evals_pipeline.core.tables import extraction_table  # noqa: E402
@@ -583,7 +582,7 @@ def replay_modes(
         strict, run = compare_tables(
             tables, REFERENCE, mode=mode, corpus_digest="bench", episodes=by_name
         )
-        report_json(run)
+        episodes_json(run)
         t = lap("strict scoring", t)
         summaries = {
             name: backend_summary(name, specs[name], tab, ontology=ontology, mode=mode, prices=None)

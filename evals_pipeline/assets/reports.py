@@ -24,8 +24,8 @@ from ..core.atomic import write_text_atomic
 from ..core.config import EvalsConfig
 from ..core.plan import fresh_recording_guards
 from ..core.reports.assemble import assemble_mode_report, inputs_provenance
-from ..core.reports.episodes import EPISODES_FILE, compare_tables
-from ..core.reports.files import report_json, write_report_files
+from ..core.reports.episodes import EPISODES_FILE, compare_tables, episodes_json
+from ..core.reports.files import write_report_files
 from ..core.reports.judging import judging_section
 from ..core.reports.markdown import render_mode_matrix, render_mode_report
 from ..core.reports.plot import CHART_FILE, plot_f1_by_mode
@@ -100,7 +100,7 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             episodes={chunk.episode.name: chunk.episode for chunk in corpus.chunks},
         )
         episodes_path = write_text_atomic(
-            evals.config.output_dir / context.partition_key / EPISODES_FILE, report_json(run)
+            evals.config.output_dir / context.partition_key / EPISODES_FILE, episodes_json(run)
         )
         metadata: dict[str, Any] = {  # none where no chunk was compared
             f"{name}/{axis}_f1": float(scores[axis]["f1"])

@@ -27,20 +27,23 @@ from ..models import Episode
 from ..scoring.strict import AXES, ChunkCounts, ChunkKeys, chunk_counts, pool_counts, table_keys
 
 EPISODES_FILE = "episodes.json"
+# Each strict axis's count names, as `compare`'s rate tables name them.
+_COUNT_NAMES = {axis: (f"{axis}_tp", f"{axis}_produced", f"{axis}_expected") for axis in AXES}
 
 
 def chunk_digest(episode: Episode, reference_keys: ChunkKeys) -> str:
     """SHA-256 of the chunk as extraction sees it and of the reference's keys for it."""
-    keys = {
-        axis: sorted(([*key] if isinstance(key, tuple) else [key], n) for key, n in counter.items())
-        for axis, counter in reference_keys.items()
-    }
-    text = json.dumps(
-        {"episode": episode.model_dump(mode="json"), "reference": keys},
-        sort_keys=True,
-        ensure_ascii=False,
-    )
-    return hashlib.sha256(text.encode()).hexdigest()
+    # An axis's keys are all strings or all tuples of strings: they sort, and dump as lists.
+    keys = [sorted(reference_keys[axis].items()) for axis in sorted(reference_keys)]
+    digest = hashlib.sha256(episode.model_dump_json().encode())
+    digest.update(b"\0" + json.dumps(keys, ensure_ascii=False).encode())
+    return digest.hexdigest()
+
+
+def episodes_json(run: dict[str, Any]) -> str:
+    """A run report's JSON text: compact, as `compare` reads it (one episode per chunk and
+    backend: indented, at 10,000 chunks the file was 70% larger and took 4x as long)."""
+    return json.dumps(run, sort_keys=True, allow_nan=False, ensure_ascii=False) + "\n"
 
 
 def _calls(table: pd.DataFrame) -> dict[str, tuple[bool, int, int]]:
@@ -60,13 +63,9 @@ def _episode(
     """One chunk's episode; a chunk absent from the table counts as failed with no calls."""
     extracted, tokens, requests = calls or (False, 0, 0)
     named: dict[str, int] = {}
-    for axis in AXES:
+    for axis, (tp_name, produced_name, expected_name) in _COUNT_NAMES.items():
         tp, fp, fn = counts[axis]
-        named[f"{axis}_tp"], named[f"{axis}_produced"], named[f"{axis}_expected"] = (
-            tp,
-            tp + fp,
-            tp + fn,
-        )
+        named[tp_name], named[produced_name], named[expected_name] = tp, tp + fp, tp + fn
     episode: dict[str, Any] = {"case": chunk, "source_id": mode}
     if digest is not None:
         episode["case_digest"] = digest

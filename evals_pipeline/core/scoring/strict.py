@@ -255,9 +255,11 @@ def pool_counts(counts: Mapping[str, ChunkCounts], skipped: int) -> StrictScores
     totals = {axis: [0, 0, 0] for axis in AXES}
     for chunk_axes in counts.values():
         for axis in AXES:
+            tp, fp, fn = chunk_axes[axis]
             total = totals[axis]
-            for i, value in enumerate(chunk_axes[axis]):
-                total[i] += value
+            total[0] += tp
+            total[1] += fp
+            total[2] += fn
     return StrictScores(
         **{axis: PRF(*totals[axis]) for axis in AXES},
         chunks_compared=len(counts),
