@@ -1,4 +1,4 @@
-"""`evals-pipeline compare A.json B.json`: read benchmark run B against run A.
+"""`evals-pipeline compare A.json B.json`: read run B against run A (bench or prose runs).
 
 Episodes pair on case and source id where their case digests agree; every rate gets A, B,
 B − A and a 95% paired bootstrap interval (an interval spanning zero means the corpus cannot
