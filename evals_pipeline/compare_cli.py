@@ -89,14 +89,16 @@ def main(argv: Sequence[str]) -> int:
         except EvalsError as exc:  # a file where its folder goes, a full disk
             print(f"evals-pipeline compare: error: {exc}", file=sys.stderr)
             return 2
+    if not args.fail_if_worse:
+        return 0
     worse = [r["rate"] for r in result["rates"] if r["verdict"] == "B worse"]
     lost = [r["rate"] for r in result["rates"] if r["verdict"] == "not in run b"]
-    if args.fail_if_worse and worse:
+    if worse:
         print(f"evals-pipeline compare: B is worse on {', '.join(worse)}", file=sys.stderr)
-    if args.fail_if_worse and lost:  # counts dropped from B cannot pass the gate as no change
+    if lost:  # counts dropped from B cannot pass the gate as no change
         print(
             f"evals-pipeline compare: B carries no counts for {', '.join(lost)}, which A has: "
             "nothing shows B is not worse there",
             file=sys.stderr,
         )
-    return 1 if args.fail_if_worse and (worse or lost) else 0
+    return 1 if worse or lost else 0

@@ -138,13 +138,12 @@ def _check_expected(
     entity_index: dict[str, int] = {}
     for i, ent in enumerate(graph.entities):
         where = f"expected.entities[{i}]"
-        if (first := entity_index.get(normalize(ent.name))) is not None:
+        if (first := entity_index.setdefault(normalize(ent.name), i)) != i:
             fail(
                 f"duplicate entity name {ent.name!r} (first at expected.entities[{first}] as "
                 f"{graph.entities[first].name!r}; names are compared casefolded)",
                 f"{where}.name",
             )
-        entity_index[normalize(ent.name)] = i
         entity_types[ent.name] = ent.type
         if ent.quote not in body:
             fail(f"quote {ent.quote!r} is not a verbatim substring of body", f"{where}.quote")

@@ -236,8 +236,9 @@ ChunkCounts = dict[str, tuple[int, int, int]]
 def chunk_counts(
     candidate: Mapping[str, ChunkKeys | None], reference: Mapping[str, ChunkKeys | None]
 ) -> dict[str, ChunkCounts]:
-    """chunk -> its (tp, fp, fn) per axis, for every chunk the reference extracted: the counts
-    `score_keys` pools, kept chunk by chunk so that two runs can be paired on them."""
+    """chunk -> its (tp, fp, fn) per axis, for every chunk the reference extracted (a chunk
+    missing from `candidate` is a failed one: all FN), kept chunk by chunk so that two runs can
+    be paired on them; `pool_counts` sums them."""
     out: dict[str, ChunkCounts] = {}
     for chunk in sorted(reference):
         ref = reference[chunk]
@@ -250,9 +251,9 @@ def chunk_counts(
 
 
 def pool_counts(counts: Mapping[str, ChunkCounts], skipped: int) -> StrictScores:
-    """`score_keys`'s scores from `chunk_counts`'s counts (`skipped`: the reference's failed
-    chunks), for a caller that keeps the counts too."""
-    totals = {axis: [0, 0, 0] for axis in AXES}
+    """Scores pooled from `chunk_counts`'s counts (`skipped`: the reference's failed chunks).
+    `score_keys` takes both steps; `reports.episodes` keeps the counts between them."""
+    totals = {axis: [0, 0, 0] for axis in AXES}  # tp, fp, fn: summed as ints, one PRF each
     for chunk_axes in counts.values():
         for axis in AXES:
             tp, fp, fn = chunk_axes[axis]
@@ -267,7 +268,6 @@ def pool_counts(counts: Mapping[str, ChunkCounts], skipped: int) -> StrictScores
     )
 
 
-@gc_paused()
 def score_keys(
     candidate: Mapping[str, ChunkKeys | None], reference: Mapping[str, ChunkKeys | None]
 ) -> StrictScores:
@@ -277,28 +277,5 @@ def score_keys(
     reference failed on has nothing to compare against: it is skipped and counted in
     `skipped_chunks`. Chunks only the candidate has are outside the reference's scope and ignored.
     """
-    totals = {axis: [0, 0, 0] for axis in AXES}  # tp, fp, fn: summed as ints, one PRF each
-    compared = skipped = 0
-    for chunk in sorted(reference):
-        ref = reference[chunk]
-        if ref is None:
-            skipped += 1
-            continue
-        compared += 1
-        cand = candidate.get(chunk)
-        if cand is None:
-            cand = _NOTHING
-        for axis in AXES:
-            tp, fp, fn = _counts(cand[axis], ref[axis])
-            total = totals[axis]
-            total[0] += tp
-            total[1] += fp
-            total[2] += fn
-    return StrictScores(
-        entities=PRF(*totals["entities"]),
-        types=PRF(*totals["types"]),
-        edges=PRF(*totals["edges"]),
-        summaries=PRF(*totals["summaries"]),
-        chunks_compared=compared,
-        skipped_chunks=skipped,
-    )
+    skipped = sum(1 for keys in reference.values() if keys is None)
+    return pool_counts(chunk_counts(candidate, reference), skipped)
