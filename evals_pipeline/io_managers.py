@@ -107,7 +107,10 @@ class _JsonIOManager(UPathIOManager):
     extension = ".json"
 
     def dump_to_path(self, context: OutputContext, obj: Any, path: UPath) -> None:
-        data = (json.dumps(obj, indent=2, sort_keys=True, allow_nan=False) + "\n").encode()
+        # Compact: a stored value is read back by the next step, not by people (the reports
+        # folder is for them), and a prose comparison's per-chunk counts, indented, had taken
+        # 3.5x as long to write at 10,000 chunks.
+        data = (json.dumps(obj, sort_keys=True, allow_nan=False) + "\n").encode()
         _write(path, lambda handle: handle.write(data))
 
     def load_from_path(self, context: InputContext, path: UPath) -> Any:

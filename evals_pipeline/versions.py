@@ -96,9 +96,14 @@ def judging_version(config: EvalsConfig) -> str:
     return _version([extraction_version(config), config.reference, _judge(config)])
 
 
+# What `reference_comparison` stores: its pooled scores and its per-chunk counts. A value
+# stored in an older shape shows as stale, not as a KeyError in the report that reads it.
+_COMPARISON_VALUE = ("strict", "episodes")
+
+
 def comparison_version(config: EvalsConfig) -> str:
     """Every backend's extractions side by side with the reference's."""
-    return _version([extraction_version(config), config.reference])
+    return _version([extraction_version(config), config.reference, _COMPARISON_VALUE])
 
 
 def report_version(config: EvalsConfig) -> str:

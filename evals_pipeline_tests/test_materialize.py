@@ -388,6 +388,41 @@ def test_byte_identical_fresh_recordings_fail_after_capture_before_the_report(
             assert not _materialized(instance, "report")
     assert not outcome.success
     assert any("fresh_recordings_distinct" in line for line in outcome.failed_checks)
+    # The per-chunk counts are the report's: a blocked report writes neither file.
+    assert not list(config.output_dir.glob("strict/*"))
+
+
+def test_chunk_digests_are_of_the_chunks_as_extracted_not_the_corpus_file_now(
+    tmp_path: Path,
+) -> None:
+    """The comparison re-run alone after a corpus edit pairs the old counts with the old text:
+    the new text's digest beside the old text's counts had paired an unchanged score with a
+    changed chunk in the next run's comparison."""
+    import dagster
+
+    corpus = tmp_path / "chunks.jsonl"
+    shutil.copyfile(CORPUS, corpus)
+    config = make_config(tmp_path, SHIPPED, modes=("strict",), corpus=corpus)
+    defs = build_definitions(config)
+    episodes_file = config.output_dir / "strict" / "episodes.json"
+    with DagsterInstance.ephemeral() as instance:
+        assert materialize_all(config, instance, defs, quiet=True).success
+        before = json.loads(episodes_file.read_text())
+        lines = corpus.read_text(encoding="utf-8").splitlines(keepends=True)
+        first = json.loads(lines[0])
+        first["body"] += " An edit after the run."
+        lines[0] = json.dumps(first, ensure_ascii=False) + "\n"
+        corpus.write_text("".join(lines), encoding="utf-8")
+        result = dagster.materialize(
+            list(defs.assets or []),
+            instance=instance,
+            resources=defs.resources,
+            selection=["reference_comparison", "report"],
+            partition_key="strict",
+        )
+        assert result.success
+    after = json.loads(episodes_file.read_text())
+    assert after == before  # the digests, and the corpus digest, of what was extracted
 
 
 def test_two_backends_with_the_same_graphs_everywhere_are_a_warning_not_an_abort(

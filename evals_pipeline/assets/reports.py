@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping
 from itertools import combinations
 from typing import Any
 
+import pandas as pd
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
@@ -31,7 +32,7 @@ from ..core.reports.markdown import render_mode_matrix, render_mode_report
 from ..core.reports.plot import CHART_FILE, plot_f1_by_mode
 from ..core.reports.report import float_metrics, mode_matrix
 from ..core.scoring.strict import AXES
-from ..core.tables import same_graphs
+from ..core.tables import same_graphs, table_episodes
 from ..partitions import BY_MODE, fan_in, mode_partitions, partition_check, split_key
 from ..resources import EvalsResource
 from ..versions import comparison_version, report_version
@@ -52,7 +53,11 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         io_manager_key="json_io",
         group_name="reports",
         code_version=comparison_version(config),
-        ins={"extractions": AssetIn(partition_mapping=BY_MODE)},
+        ins={
+            "extractions": AssetIn(partition_mapping=BY_MODE),
+            "corpus": AssetIn(),
+            "run_plan": AssetIn(),
+        },
         check_specs=[
             partition_check(
                 FRESH_GUARD,
@@ -82,25 +87,25 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         context: AssetExecutionContext,
         evals: EvalsResource,
         extractions: Any,
+        corpus: pd.DataFrame,
+        run_plan: dict[str, Any],
     ) -> Iterator[Any]:
         """Strict-string P/R/F1 of every candidate against the reference backend, and the
-        same counts chunk by chunk in `<mode>/episodes.json`, which `evals-pipeline compare`
-        pairs with another run's to say whether a change made a backend worse.
+        same counts chunk by chunk, which the report writes as `<mode>/episodes.json` for
+        `evals-pipeline compare` to pair with another run's and say whether a change made a
+        backend worse.
 
         This measures agreement with the reference's output, not correctness (with the oracle
-        as reference: agreement with the hand-written labels).
+        as reference: agreement with the hand-written labels). Each chunk's digest is of the
+        chunk as it was extracted (the upstream `corpus`), not of the corpus file now.
         """
         tables = _by_backend(fan_in(context, "extractions", extractions))
-        corpus = evals.corpus()
         strict, run = compare_tables(
             tables,
             evals.config.reference,
             mode=context.partition_key,
-            corpus_digest=corpus.digest,
-            episodes={chunk.episode.name: chunk.episode for chunk in corpus.chunks},
-        )
-        episodes_path = write_text_atomic(
-            evals.config.output_dir / context.partition_key / EPISODES_FILE, episodes_json(run)
+            corpus_digest=run_plan["corpus_digest"],
+            episodes={episode.name: episode for episode in table_episodes(corpus)},
         )
         metadata: dict[str, Any] = {  # none where no chunk was compared
             f"{name}/{axis}_f1": float(scores[axis]["f1"])
@@ -108,8 +113,7 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             for axis in AXES
             if scores[axis]["f1"] is not None
         }
-        metadata["episodes_json"] = MetadataValue.path(str(episodes_path))
-        yield Output(strict, metadata=metadata)
+        yield Output({"strict": strict, "episodes": run}, metadata=metadata)
         same = [
             f"{a} and {b} extracted the same graphs on all {n} chunks they extracted"
             for (a, table_a), (b, table_b) in combinations(sorted(tables.items()), 2)
@@ -156,7 +160,8 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         run_plan: dict[str, Any],
         pairwise_tallies: dict[str, Any],
     ) -> Output[dict]:
-        """The report for one ontology mode, as JSON and Markdown files."""
+        """The report for one ontology mode, as JSON and Markdown files, and its chunks' counts
+        one by one (`episodes.json`) beside them."""
         mode = context.partition_key
         ontology = evals.ontology()
         judging = judging_section(
@@ -171,7 +176,7 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             reference=evals.config.reference,
             ontology=ontology.name if ontology is not None and mode != "freeform" else None,
             summaries=_by_backend(fan_in(context, "scores", scores)),
-            strict=reference_comparison,
+            strict=reference_comparison["strict"],
             corpus={
                 "path": run_plan["corpus_path"],
                 "digest": run_plan["corpus_digest"],
@@ -184,11 +189,15 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             provenance=inputs_provenance(evals.config),
         )
         markdown = render_mode_report(built)
-        json_path, _md_path = write_report_files(
-            built, markdown, evals.config.output_dir / mode, "report"
-        )
+        folder = evals.config.output_dir / mode
+        json_path, _md_path = write_report_files(built, markdown, folder, "report")
+        # Written with the report, not before it: a blocked check or a failed report leaves
+        # the last run's pair of files, never a new episodes.json beside an old report.json.
+        episodes = reference_comparison["episodes"]
+        episodes_path = write_text_atomic(folder / EPISODES_FILE, episodes_json(episodes))
         metadata: dict[str, Any] = dict(float_metrics(built))
         metadata["report_json"] = MetadataValue.path(str(json_path))
+        metadata["episodes_json"] = MetadataValue.path(str(episodes_path))
         metadata["report"] = MetadataValue.md(markdown)
         return Output(built, metadata=metadata)
 
