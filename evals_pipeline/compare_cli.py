@@ -3,7 +3,8 @@
 Episodes pair on case and source id where their case digests agree; every rate gets A, B,
 B − A and a 95% paired bootstrap interval (an interval spanning zero means the corpus cannot
 tell the two runs apart). Exit codes: 0 compared, 1 with --fail-if-worse when some rate's
-interval says B is worse or B lacks the counts of a rate A has, 2 usage error or refusal.
+interval says B is worse or B lacks the counts of a rate A has, or with --fail-if-unpaired
+when some episode of A went uncompared, 2 usage error or refusal.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from .cli import non_negative_int, output_file, positive_int
 from .core.atomic import write_text_atomic
@@ -57,6 +59,12 @@ def main(argv: Sequence[str]) -> int:
         help="exit 1 when some rate's interval leaves out 0 on B's worse side, or B lacks the "
         "counts of a rate A has (a CI gate)",
     )
+    p.add_argument(
+        "--fail-if-unpaired",
+        action="store_true",
+        help="exit 1 when some episode of A is not compared: not in B, or its case changed "
+        "(a gate that B covers all of A; refresh the baseline after a corpus edit)",
+    )
     args = p.parse_args(argv)
     try:
         if args.json is not None:
@@ -89,8 +97,9 @@ def main(argv: Sequence[str]) -> int:
         except EvalsError as exc:  # a file where its folder goes, a full disk
             print(f"evals-pipeline compare: error: {exc}", file=sys.stderr)
             return 2
+    failed = _unpaired_failure(result) if args.fail_if_unpaired else False
     if not args.fail_if_worse:
-        return 0
+        return 1 if failed else 0
     worse = [r["rate"] for r in result["rates"] if r["verdict"] == "B worse"]
     lost = [r["rate"] for r in result["rates"] if r["verdict"] == "not in run b"]
     if worse:
@@ -101,4 +110,22 @@ def main(argv: Sequence[str]) -> int:
             "nothing shows B is not worse there",
             file=sys.stderr,
         )
-    return 1 if worse or lost else 0
+    return 1 if worse or lost or failed else 0
+
+
+def _unpaired_failure(result: Mapping[str, Any]) -> bool:
+    """Say which of A's episodes went uncompared; True if any did."""
+    unpaired = result["unpaired"]
+    counts = {what: len(unpaired[key]) for key, what in _UNCOMPARED.items() if unpaired[key]}
+    if counts:
+        said = ", ".join(f"{n} {what}" for what, n in counts.items())
+        print(f"evals-pipeline compare: episodes of A not compared: {said}", file=sys.stderr)
+    return bool(counts)
+
+
+# Episodes of A that --fail-if-unpaired counts, as its message names them.
+_UNCOMPARED = {
+    "only_a": "not in B",
+    "case_changed": "whose case changed",
+    "no_case_digest": "without a case digest (--pair-by-name pairs them)",
+}

@@ -99,3 +99,36 @@ def test_fail_if_worse_fails_a_run_that_lacks_counts_a_has(
     assert "B carries no counts for entity_precision, entity_recall, which A has" in err
     assert main(["compare", str(b), str(a), "--fail-if-worse"]) == 0  # B adds counts: no loss
     assert "| not in run a |" in capsys.readouterr().out
+
+
+def test_fail_if_unpaired_fails_when_b_does_not_cover_a(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Episodes of A that B dropped, or whose case changed, were only listed: a B that ran on
+    half the corpus passed the gate on the half it ran."""
+    counts = {"entities_tp": 3, "entities_produced": 4, "entities_expected": 4}
+
+    def episode(i: int, digest: str) -> dict[str, object]:
+        return {"case": f"c/{i}", "source_id": "ep-1", "case_digest": digest, "status": "ok"}
+
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(
+        json.dumps(
+            {
+                "rows": {
+                    "m": {"episodes": [{**episode(i, f"d{i}"), "counts": counts} for i in range(3)]}
+                }
+            }
+        )
+    )
+    b_eps = [{**episode(0, "d0"), "counts": counts}, {**episode(1, "new"), "counts": counts}]
+    b.write_text(json.dumps({"rows": {"m": {"episodes": b_eps}}}))
+    assert main(["compare", str(a), str(b), "--fail-if-worse"]) == 0  # nothing worse where paired
+    capsys.readouterr()
+    assert main(["compare", str(a), str(b), "--fail-if-unpaired"]) == 1
+    err = capsys.readouterr().err
+    assert "episodes of A not compared: 1 not in B, 1 whose case changed" in err
+    assert main(["compare", str(a), str(b), "--fail-if-worse", "--fail-if-unpaired"]) == 1
+    capsys.readouterr()
+    assert main(["compare", str(b), str(b), "--fail-if-unpaired"]) == 0
+    assert main(["compare", str(b), str(a), "--fail-if-unpaired"]) == 1  # b's c/1 changed in a

@@ -14,6 +14,8 @@ this)::
       "corpus_version": "1.1.0",          # optional; reports of different versions still pair
       "corpus_digest": "<sha256>",        # optional; the whole corpus, informational
       "split": "dev",                     # optional
+      "reference": "oracle",              # optional; a prose run's yardstick backend
+      "case_digest_scheme": "prose-1",    # optional; how its case digests were taken
       "rows": {                           # one row per oracle / model, at least one
         "<row name>": {
           "episodes": [
@@ -133,6 +135,8 @@ MAX_COUNT = 2**31 - 1
 CONFIDENCE = 0.95
 
 Key = tuple[str, str]
+# A run report's optional top-level strings, kept in the comparison's `a` and `b`.
+_RUN_FIELDS = ("corpus_version", "corpus_digest", "split", "reference", "case_digest_scheme")
 
 
 class ComparisonRefused(EvalsError):
@@ -183,6 +187,11 @@ def _select_row(report: Mapping[str, Any], row: str | None, run: str) -> tuple[s
             f"run {run} is a prose mode report (reports/<mode>/report.json), which pools its "
             "chunks; compare its episodes.json beside it (the same run, chunk by chunk), or a "
             "bench run report (bench-results/<gold>/<stamp>.json)"
+        )
+    if isinstance(rows, Mapping) and not rows and report.get("kind") == "prose":
+        raise RunReportError(  # a run of the reference alone: nothing was scored against it
+            f"run {run} is a prose run with no candidate backend beside its reference "
+            f"{report.get('reference')!r}: it holds no counts to compare"
         )
     if not isinstance(rows, Mapping) or not rows:
         raise RunReportError(f"run {run}: 'rows' must be a non-empty object of rows")
@@ -277,7 +286,15 @@ def _pair(
     return pairs, unpaired
 
 
-def _refusal(a: int, b: int, unpaired: Mapping[str, Sequence[Key]]) -> ComparisonRefused:
+def _refusal(
+    a: int, b: int, unpaired: Mapping[str, Sequence[Key]], runs: Mapping[str, Mapping[str, Any]]
+) -> ComparisonRefused:
+    for run, count in (("a", a), ("b", b)):
+        if not count:  # a prose row is empty where its reference extracted no chunk
+            return ComparisonRefused(
+                f"run {run.upper()} holds no episode in row {runs[run]['row']!r} (a prose run "
+                "has none where its reference extracted no chunk: its report says why)"
+            )
     changed, undigested = len(unpaired["case_changed"]), len(unpaired["no_case_digest"])
     if not changed and not undigested:
         return ComparisonRefused(
@@ -286,7 +303,15 @@ def _refusal(a: int, b: int, unpaired: Mapping[str, Sequence[Key]]) -> Compariso
         )
     parts = []
     if changed:
-        parts.append(f"{changed} share case and source id but the case content changed")
+        why = [  # what changes the digests of cases whose content is the same
+            f"the runs' {what} differ ({runs['a'][field]} vs {runs['b'][field]})"
+            for field, what in _YARDSTICKS.items()
+            if _differs(runs, field)
+        ]
+        parts.append(
+            f"{changed} share case and source id but the case content changed"
+            + (f" ({'; '.join(why)})" if why else "")
+        )
     if undigested:
         parts.append(
             f"{undigested} share case and source id but a report carries no case digest (a "
@@ -294,6 +319,16 @@ def _refusal(a: int, b: int, unpaired: Mapping[str, Sequence[Key]]) -> Compariso
             "cases did not change"
         )
     return ComparisonRefused("no episodes in common with equal case digests: " + "; ".join(parts))
+
+
+# Fields of a run whose difference changes the case digests: named where they differ.
+_YARDSTICKS = {"reference": "references", "case_digest_scheme": "case digest schemes"}
+
+
+def _differs(runs: Mapping[str, Mapping[str, Any]], field: str) -> bool:
+    """Both runs name `field` and name it differently (one that does not name it: unknown)."""
+    a, b = runs["a"][field], runs["b"][field]
+    return a is not None and b is not None and a != b
 
 
 # A count every episode has without carrying it: itself (per-episode rates such as tokens).
@@ -347,21 +382,26 @@ def compare_runs(
     name_a, body_a = _select_row(a, row_a, "a")
     name_b, body_b = _select_row(b, row_b, "b")
     eps_a, eps_b = _read_episodes(body_a, name_a, "a"), _read_episodes(body_b, name_b, "b")
+    runs = {
+        run: {
+            "row": row,
+            **{field: _optional_str(report, field, run) for field in _RUN_FIELDS},
+        }
+        for run, report, row in (("a", a, name_a), ("b", b, name_b))
+    }
     pairs, unpaired = _pair(eps_a, eps_b, pair_by_name)
     if not pairs:
-        raise _refusal(len(eps_a), len(eps_b), unpaired)
+        raise _refusal(len(eps_a), len(eps_b), unpaired, runs)
     side_a = [p[0] for p in pairs]
     side_b = [p[1] for p in pairs]
 
-    runs = {}
     notes: list[str] = []
-    for run, report, row in (("a", a, name_a), ("b", b, name_b)):
-        runs[run] = {
-            "row": row,
-            "corpus_version": _optional_str(report, "corpus_version", run),
-            "corpus_digest": _optional_str(report, "corpus_digest", run),
-            "split": _optional_str(report, "split", run),
-        }
+    for field, what in _YARDSTICKS.items():
+        if _differs(runs, field):
+            notes.append(
+                f"the runs' {what} differ ({runs['a'][field]} vs {runs['b'][field]}): the "
+                "paired cases' digests agree all the same, so their counts are compared"
+            )
     for field in ("corpus_version", "split"):
         if runs["a"][field] != runs["b"][field]:
             notes.append(
@@ -537,7 +577,8 @@ def _run_line(run: Mapping[str, Any]) -> str:
         f"digest {digest[:12]}" if digest else "unknown version"
     )
     split = f" ({run['split']})" if run.get("split") else ""
-    return f"row `{run['row']}`, corpus {version}{split}"
+    reference = f", against reference `{run['reference']}`" if run.get("reference") else ""
+    return f"row `{run['row']}`, corpus {version}{split}{reference}"
 
 
 def render_comparison(result: Mapping[str, Any], *, list_limit: int = 20) -> str:

@@ -27,6 +27,9 @@ from ..models import Episode
 from ..scoring.strict import AXES, ChunkCounts, ChunkKeys, chunk_counts, pool_counts, table_keys
 
 EPISODES_FILE = "episodes.json"
+# What `chunk_digest` hashes, and how: a new name with every change to it (pydantic's dump of
+# an episode included), so that `compare` says why two runs' digests all differ.
+DIGEST_SCHEME = "prose-1"
 # Each strict axis's count names, as `compare`'s rate tables name them.
 _COUNT_NAMES = {axis: (f"{axis}_tp", f"{axis}_produced", f"{axis}_expected") for axis in AXES}
 
@@ -114,6 +117,7 @@ def compare_tables(
         "ontology_mode": mode,
         "reference": reference,
         "corpus_digest": corpus_digest,
+        "case_digest_scheme": DIGEST_SCHEME,
         "rows": rows,
     }
     return strict, run

@@ -5,14 +5,21 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
+import pytest
 
-from evals_pipeline.core.compare import compare_runs, verdict
+from evals_pipeline.core.compare import (
+    ComparisonRefused,
+    RunReportError,
+    compare_runs,
+    render_comparison,
+    verdict,
+)
 from evals_pipeline.core.models import Edge, Entity, Episode, ExtractionResult
-from evals_pipeline.core.reports.episodes import chunk_digest, compare_tables
+from evals_pipeline.core.reports.episodes import DIGEST_SCHEME, chunk_digest, compare_tables
 from evals_pipeline.core.scoring.strict import chunk_keys, score_keys, table_keys
 from evals_pipeline.core.tables import runs_to_table
 
-from .test_report import candidate_table, ok_run, reference_table, stats
+from .test_report import candidate_table, failed_run, ok_run, reference_table, stats
 
 EPISODES = {name: Episode(name=name, body=f"text of {name}") for name in ("c1", "c2", "c3")}
 
@@ -114,3 +121,43 @@ def test_compare_says_a_prose_backend_got_worse_between_two_runs() -> None:
     assert verdicts["entity_recall"] == "no change"
     assert verdicts["typed_entity_precision"] == "no change"
     assert verdicts["edge_precision"] == "undefined in a run"  # B produced no edge at all
+
+
+def test_two_runs_against_different_references_are_refused_saying_so() -> None:
+    """Nothing pairs across two references' keys; the refusal had said only that the case
+    content changed, which sends one looking at the corpus."""
+    _strict, run = _compare({"ref": reference_table(), "cand": candidate_table()})
+    other = _table({"c1": ExtractionResult(entities=(Entity(name="Alicia"),))})
+    _strict, against_other = compare_tables(
+        {"model-ref": other, "cand": candidate_table()},
+        "model-ref",
+        mode="strict",
+        corpus_digest="abc",
+        episodes=EPISODES,
+    )
+    with pytest.raises(ComparisonRefused, match=r"references differ \(ref vs model-ref\)"):
+        compare_runs(run, against_other, resamples=20)
+    assert run["case_digest_scheme"] == DIGEST_SCHEME
+
+
+def test_a_note_names_different_references_whose_keys_agree() -> None:
+    _strict, run = _compare({"ref": reference_table(), "cand": candidate_table()})
+    renamed = {**run, "reference": "ref-copy"}  # another backend that extracted the same
+    result = compare_runs(run, renamed, resamples=20)
+    assert result["paired"] == 2 and result["b"]["reference"] == "ref-copy"
+    assert any("references differ (ref vs ref-copy)" in n for n in result["notes"])
+    assert "against reference `ref-copy`" in render_comparison(result)
+
+
+def test_runs_with_nothing_to_compare_say_why() -> None:
+    """A reference-only run, and one whose reference failed every chunk, had been refused as
+    "'rows' must be a non-empty object" and "the runs measure different episodes"."""
+    _strict, alone = _compare({"ref": reference_table()})
+    _strict, run = _compare({"ref": reference_table(), "cand": candidate_table()})
+    with pytest.raises(RunReportError, match="no candidate backend beside its reference 'ref'"):
+        compare_runs(run, alone, resamples=20)
+    failed = runs_to_table([failed_run(c, "CassetteMiss") for c in EPISODES])
+    _strict, nothing = _compare({"ref": failed, "cand": candidate_table()})
+    assert nothing["rows"]["cand"]["episodes"] == []
+    with pytest.raises(ComparisonRefused, match=r"run B holds no episode in row 'cand'"):
+        compare_runs(run, nothing, resamples=20)
