@@ -577,8 +577,8 @@ def replay_modes(
             if len(failed):
                 raise RuntimeError(f"replay of {name}/{mode} failed: {failed.iloc[0]}")
             t = lap("replay + table", t)
-        # As `reference_comparison`: pooled scores, and the per-chunk counts it writes (here
-        # serialised, not written) as <mode>/episodes.json.
+        # As `reference_comparison`: pooled scores, and the per-chunk counts `report` writes
+        # (here serialised, not written) as <mode>/episodes.json.
         strict, run = compare_tables(
             tables, REFERENCE, mode=mode, corpus_digest="bench", episodes=by_name
         )

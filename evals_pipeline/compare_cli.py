@@ -62,8 +62,9 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument(
         "--fail-if-unpaired",
         action="store_true",
-        help="exit 1 when some episode of A is not compared: not in B, or its case changed "
-        "(a gate that B covers all of A; refresh the baseline after a corpus edit)",
+        help="exit 1 when some episode of A is not compared: not in B, its case changed, or "
+        "it has no case digest and --pair-by-name is not given (a gate that B covers all of "
+        "A; refresh the baseline after a corpus edit)",
     )
     args = p.parse_args(argv)
     try:

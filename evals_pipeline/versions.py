@@ -65,10 +65,23 @@ def _cassettes(specs: dict[str, str]) -> list[object]:
     return out
 
 
+# What the `corpus` table carries beyond its rows: its file's digest (`CORPUS_DIGEST`), which
+# a table stored before it lacks; and what `reference_comparison` stores: its pooled scores and
+# its per-chunk counts. A value stored in an older shape shows as stale (with everything
+# downstream of it), not as a KeyError in the step that reads it.
+_CORPUS_VALUE = ("chunks", "corpus_digest")
+_COMPARISON_VALUE = ("strict", "episodes")
+
+
 def corpus_version(config: EvalsConfig) -> str:
     """The chunks and their extract keys: the corpus file, the ontology, the prompts."""
     return _version(
-        [*_files([config.corpus, config.ontology, _PROMPTS]), config.limit, config.budgets]
+        [
+            *_files([config.corpus, config.ontology, _PROMPTS]),
+            config.limit,
+            config.budgets,
+            _CORPUS_VALUE,
+        ]
     )
 
 
@@ -96,11 +109,6 @@ def judging_version(config: EvalsConfig) -> str:
     return _version([extraction_version(config), config.reference, _judge(config)])
 
 
-# What `reference_comparison` stores: its pooled scores and its per-chunk counts. A value
-# stored in an older shape shows as stale, not as a KeyError in the report that reads it.
-_COMPARISON_VALUE = ("strict", "episodes")
-
-
 def comparison_version(config: EvalsConfig) -> str:
     """Every backend's extractions side by side with the reference's."""
     return _version([extraction_version(config), config.reference, _COMPARISON_VALUE])
@@ -109,7 +117,13 @@ def comparison_version(config: EvalsConfig) -> str:
 def report_version(config: EvalsConfig) -> str:
     """A mode's report (and the matrix over them): everything it is assembled from."""
     return _version(
-        [scores_version(config), judging_version(config), plan_version(config), config.modes]
+        [
+            scores_version(config),
+            judging_version(config),
+            comparison_version(config),
+            plan_version(config),
+            config.modes,
+        ]
     )
 
 

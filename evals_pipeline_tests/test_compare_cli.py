@@ -132,3 +132,9 @@ def test_fail_if_unpaired_fails_when_b_does_not_cover_a(
     capsys.readouterr()
     assert main(["compare", str(b), str(b), "--fail-if-unpaired"]) == 0
     assert main(["compare", str(b), str(a), "--fail-if-unpaired"]) == 1  # b's c/1 changed in a
+    capsys.readouterr()
+    bare = [{**episode(0, "d0"), "counts": counts}, {**episode(1, ""), "counts": counts}]
+    b.write_text(json.dumps({"rows": {"m": {"episodes": bare}}}))  # c/1 without its digest
+    assert main(["compare", str(b), str(b), "--fail-if-unpaired"]) == 1
+    assert "1 without a case digest (--pair-by-name pairs them)" in capsys.readouterr().err
+    assert main(["compare", str(b), str(b), "--fail-if-unpaired", "--pair-by-name"]) == 0

@@ -81,6 +81,7 @@ def test_report_metadata_is_plottable(tmp_path: Path) -> None:
     assert isinstance(meta["rules/entities_f1"].value, float)
     assert isinstance(meta["sloppy/error_rate"].value, float)
     assert "Strict agreement" in str(meta["report"].value)
+    assert meta["episodes_json"].value == str(config.output_dir / "strict" / "episodes.json")
 
 
 def test_live_backend_records_and_second_run_sends_nothing(tmp_path: Path) -> None:
@@ -677,3 +678,47 @@ def test_a_report_pins_the_prompts_ontology_and_cassettes_it_came_from(tmp_path:
     markdown = (tmp_path / "reports" / "strict" / "report.md").read_text()
     assert f"prompts `{provenance['prompts'][:12]}`" in markdown
     assert f"cassette of `rules` `{file_sha256(RULES)[:12]}`" in markdown
+
+
+def test_values_stored_by_an_older_version_are_named_not_a_key_error(tmp_path: Path) -> None:
+    """A corpus table without its digest and a comparison stored as its bare scores (1f7004d's
+    shapes) failed their readers with a KeyError."""
+    import dagster
+    import pandas as pd
+
+    from evals_pipeline.io_managers import read_table
+
+    config = make_config(tmp_path, SHIPPED, modes=("strict",), claims_gate=False)
+    defs = build_definitions(config)
+    storage = config.cache_dir / "assets"  # the default asset storage
+    with DagsterInstance.ephemeral() as instance:
+        assert materialize_all(config, instance, defs, quiet=True).success
+        comparison = storage / "reference_comparison" / "strict.json"
+        stored = json.loads(comparison.read_text())
+        assert set(stored) == {"strict", "episodes"}
+        assert (
+            stored["episodes"]["corpus_digest"]
+            == read_table(str(storage / "corpus" / "strict.parquet")).attrs["corpus_digest"]
+        )
+        comparison.write_text(json.dumps(stored["strict"]))
+
+        def run(selection: list[str]) -> str:
+            result = dagster.materialize(
+                list(defs.assets or []),
+                instance=instance,
+                resources=defs.resources,
+                selection=selection,
+                partition_key="strict",
+                raise_on_error=False,
+            )
+            assert not result.success
+            [failure] = [e for e in result.all_events if e.is_step_failure]
+            return str(failure.step_failure_data.user_failure_data.description)
+
+        said = run(["report"])
+        assert "reference_comparison[strict] was stored by an older version" in said
+        assert "lacks strict, episodes" in said
+        table = pd.read_parquet(storage / "corpus" / "strict.parquet")
+        table.attrs = {}
+        table.to_parquet(storage / "corpus" / "strict.parquet", index=False)
+        assert "corpus[strict] was stored by an older version" in run(["reference_comparison"])

@@ -250,3 +250,26 @@ def test_an_edited_judge_prompt_changes_the_judging_version(
     monkeypatch.setattr(versions, "_JUDGE_PROMPTS", edited)
     after = versions.judging_version(config), versions.report_version(config)
     assert after[0] != before[0] and after[1] != before[1]
+
+
+def test_a_new_shape_of_the_comparisons_value_marks_the_report_stale_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new release storing `reference_comparison` in another shape: `report`, which reads
+    that shape, had stayed FRESH (and materialised alone had died on a KeyError)."""
+    from evals_pipeline import versions
+    from evals_pipeline.materialize import materialize_all
+
+    backends = {"oracle": "oracle", "rules": f"cassette:path={RULES}"}
+    config = make_config(tmp_path, backends, modes=("strict",), claims_gate=False)
+    with DagsterInstance.ephemeral() as instance:
+        assert materialize_all(config, instance, quiet=True).success
+        monkeypatch.setattr(versions, "_COMPARISON_VALUE", ("strict", "episodes", "more"))
+        statuses = _statuses(config, instance)
+        assert statuses["reference_comparison"] == StaleStatus.STALE
+        assert statuses["report"] == StaleStatus.STALE
+        assert statuses["mode_matrix_report"] == StaleStatus.STALE
+        assert statuses["extractions"] == StaleStatus.FRESH
+        monkeypatch.setattr(versions, "_CORPUS_VALUE", ("chunks",))
+        statuses = _statuses(config, instance)
+        assert statuses == dict.fromkeys(statuses, StaleStatus.STALE)  # the chunks' table

@@ -32,6 +32,8 @@ from ..partitions import mode_partitions, partition_check
 from ..resources import EvalsResource
 from ..versions import corpus_version, plan_version
 
+# The corpus file's digest, in the stored table's attrs: of the chunks as they were read.
+CORPUS_DIGEST = "corpus_digest"
 PLAN_GUARDS = (
     "cassette_integrity",
     "distinct_cassettes",
@@ -85,6 +87,7 @@ def build_corpus_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         options = evals.options(mode)
         table = episodes_table(chunks.chunks)
         table["extract_key"] = [extract_key(c.episode, options) for c in chunks.chunks]
+        table.attrs[CORPUS_DIGEST] = chunks.digest  # stored with the chunks it is the digest of
         return Output(
             table,
             metadata={

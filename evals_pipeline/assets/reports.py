@@ -16,6 +16,7 @@ from dagster import (
     AssetExecutionContext,
     AssetIn,
     AssetsDefinition,
+    Failure,
     MetadataValue,
     Output,
     asset,
@@ -36,6 +37,7 @@ from ..core.tables import same_graphs, table_episodes
 from ..partitions import BY_MODE, fan_in, mode_partitions, partition_check, split_key
 from ..resources import EvalsResource
 from ..versions import comparison_version, report_version
+from .corpus import CORPUS_DIGEST
 
 FRESH_GUARD = "fresh_recordings_distinct"
 DISTINCT_OUTPUTS = "distinct_outputs"
@@ -43,6 +45,16 @@ DISTINCT_OUTPUTS = "distinct_outputs"
 
 def _by_backend(values: Mapping[str, Any]) -> dict[str, Any]:
     return {split_key(key)[0]: value for key, value in values.items()}
+
+
+def _stored(value: Mapping[str, Any], keys: tuple[str, ...], asset: str, mode: str) -> None:
+    """A stored upstream value of the shape this code stores: one stored by an older version
+    (its code version marks it stale in the UI) is named, not a KeyError."""
+    if not all(key in value for key in keys):
+        raise Failure(
+            description=f"{asset}[{mode}] was stored by an older version of evals_pipeline "
+            f"(it lacks {', '.join(k for k in keys if k not in value)}): materialise it again"
+        )
 
 
 def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
@@ -56,7 +68,6 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         ins={
             "extractions": AssetIn(partition_mapping=BY_MODE),
             "corpus": AssetIn(),
-            "run_plan": AssetIn(),
         },
         check_specs=[
             partition_check(
@@ -88,7 +99,6 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         evals: EvalsResource,
         extractions: Any,
         corpus: pd.DataFrame,
-        run_plan: dict[str, Any],
     ) -> Iterator[Any]:
         """Strict-string P/R/F1 of every candidate against the reference backend, and the
         same counts chunk by chunk, which the report writes as `<mode>/episodes.json` for
@@ -96,15 +106,17 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         backend worse.
 
         This measures agreement with the reference's output, not correctness (with the oracle
-        as reference: agreement with the hand-written labels). Each chunk's digest is of the
-        chunk as it was extracted (the upstream `corpus`), not of the corpus file now.
+        as reference: agreement with the hand-written labels). Each chunk's digest, and the
+        corpus digest, are of the chunks as they were extracted (the upstream `corpus`), not
+        of the corpus file now.
         """
         tables = _by_backend(fan_in(context, "extractions", extractions))
+        _stored(corpus.attrs, (CORPUS_DIGEST,), "corpus", context.partition_key)
         strict, run = compare_tables(
             tables,
             evals.config.reference,
             mode=context.partition_key,
-            corpus_digest=run_plan["corpus_digest"],
+            corpus_digest=corpus.attrs[CORPUS_DIGEST],
             episodes={episode.name: episode for episode in table_episodes(corpus)},
         )
         metadata: dict[str, Any] = {  # none where no chunk was compared
@@ -163,6 +175,7 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         """The report for one ontology mode, as JSON and Markdown files, and its chunks' counts
         one by one (`episodes.json`) beside them."""
         mode = context.partition_key
+        _stored(reference_comparison, ("strict", "episodes"), "reference_comparison", mode)
         ontology = evals.ontology()
         judging = judging_section(
             mode=mode,

@@ -11,6 +11,7 @@ beside it, a row per candidate backend and an episode per chunk; the writers pro
 this)::
 
     {
+      "kind": "prose",                    # optional; a prose run's episodes.json says so
       "corpus_version": "1.1.0",          # optional; reports of different versions still pair
       "corpus_digest": "<sha256>",        # optional; the whole corpus, informational
       "split": "dev",                     # optional
@@ -136,7 +137,14 @@ CONFIDENCE = 0.95
 
 Key = tuple[str, str]
 # A run report's optional top-level strings, kept in the comparison's `a` and `b`.
-_RUN_FIELDS = ("corpus_version", "corpus_digest", "split", "reference", "case_digest_scheme")
+_RUN_FIELDS = (
+    "kind",
+    "corpus_version",
+    "corpus_digest",
+    "split",
+    "reference",
+    "case_digest_scheme",
+)
 
 
 class ComparisonRefused(EvalsError):
@@ -290,10 +298,15 @@ def _refusal(
     a: int, b: int, unpaired: Mapping[str, Sequence[Key]], runs: Mapping[str, Mapping[str, Any]]
 ) -> ComparisonRefused:
     for run, count in (("a", a), ("b", b)):
-        if not count:  # a prose row is empty where its reference extracted no chunk
+        if not count:
+            why = (  # a prose row is empty where its reference extracted no chunk
+                " (a prose run has none where its reference extracted no chunk: its report "
+                "says why)"
+                if runs[run]["kind"] == "prose"
+                else ""
+            )
             return ComparisonRefused(
-                f"run {run.upper()} holds no episode in row {runs[run]['row']!r} (a prose run "
-                "has none where its reference extracted no chunk: its report says why)"
+                f"run {run.upper()} holds no episode in row {runs[run]['row']!r}{why}"
             )
     changed, undigested = len(unpaired["case_changed"]), len(unpaired["no_case_digest"])
     if not changed and not undigested:
@@ -303,14 +316,14 @@ def _refusal(
         )
     parts = []
     if changed:
-        why = [  # what changes the digests of cases whose content is the same
+        yardsticks = [  # what changes the digests of cases whose content is the same
             f"the runs' {what} differ ({runs['a'][field]} vs {runs['b'][field]})"
             for field, what in _YARDSTICKS.items()
             if _differs(runs, field)
         ]
         parts.append(
             f"{changed} share case and source id but the case content changed"
-            + (f" ({'; '.join(why)})" if why else "")
+            + (f" ({'; '.join(yardsticks)})" if yardsticks else "")
         )
     if undigested:
         parts.append(
@@ -396,12 +409,20 @@ def compare_runs(
     side_b = [p[1] for p in pairs]
 
     notes: list[str] = []
+    by_name = sum(1 for ea, eb in pairs if ea.case_digest is None or eb.case_digest is None)
     for field, what in _YARDSTICKS.items():
         if _differs(runs, field):
-            notes.append(
-                f"the runs' {what} differ ({runs['a'][field]} vs {runs['b'][field]}): the "
-                "paired cases' digests agree all the same, so their counts are compared"
-            )
+            differ = f"the runs' {what} differ ({runs['a'][field]} vs {runs['b'][field]})"
+            if by_name:  # nothing vouches for these: counts against two yardsticks
+                notes.append(
+                    f"{differ}, and {by_name} of the pairs are paired by name alone "
+                    "(pair_by_name): their counts may be against different yardsticks"
+                )
+            if by_name < len(pairs):
+                notes.append(
+                    f"{differ}, but {len(pairs) - by_name} paired cases' digests agree all "
+                    "the same, so their counts are compared"
+                )
     for field in ("corpus_version", "split"):
         if runs["a"][field] != runs["b"][field]:
             notes.append(

@@ -161,3 +161,55 @@ def test_runs_with_nothing_to_compare_say_why() -> None:
     assert nothing["rows"]["cand"]["episodes"] == []
     with pytest.raises(ComparisonRefused, match=r"run B holds no episode in row 'cand'"):
         compare_runs(run, nothing, resamples=20)
+
+
+def test_a_new_digest_scheme_is_named_where_nothing_pairs() -> None:
+    _strict, run = _compare({"ref": reference_table(), "cand": candidate_table()})
+    rehashed = {
+        **run,
+        "case_digest_scheme": "prose-2",
+        "rows": {
+            "cand": {
+                "episodes": [
+                    {**e, "case_digest": "x" + e["case_digest"][1:]}
+                    for e in run["rows"]["cand"]["episodes"]
+                ]
+            }
+        },
+    }
+    with pytest.raises(
+        ComparisonRefused, match=r"case digest schemes differ \(prose-1 vs prose-2\)"
+    ):
+        compare_runs(run, rehashed, resamples=20)
+
+
+def test_pairs_made_by_name_across_references_are_not_said_to_agree() -> None:
+    """With pair_by_name, chunks without digests pair whatever their yardstick: the note had
+    said their digests agreed."""
+    _strict, run = _compare({"ref": reference_table(), "cand": candidate_table()})
+    bare = {
+        **run,
+        "rows": {
+            "cand": {
+                "episodes": [
+                    {k: v for k, v in e.items() if k != "case_digest"}
+                    for e in run["rows"]["cand"]["episodes"]
+                ]
+            }
+        },
+    }
+    other = {**bare, "reference": "model-ref"}
+    result = compare_runs(bare, other, pair_by_name=True, resamples=20)
+    [note] = [n for n in result["notes"] if "references differ" in n]
+    assert "2 of the pairs are paired by name alone" in note and "agree" not in note
+
+
+def test_an_empty_row_is_named_on_either_side_and_prose_only_where_it_is() -> None:
+    _strict, run = _compare({"ref": reference_table(), "cand": candidate_table()})
+    failed = runs_to_table([failed_run(c, "CassetteMiss") for c in EPISODES])
+    _strict, nothing = _compare({"ref": failed, "cand": candidate_table()})
+    with pytest.raises(ComparisonRefused, match=r"run A holds no episode in row 'cand' \(a prose"):
+        compare_runs(nothing, run, resamples=20)
+    bench = {"rows": {"m": {"episodes": []}}}
+    with pytest.raises(ComparisonRefused, match=r"run A holds no episode in row 'm'$"):
+        compare_runs(bench, run, row_b="cand", resamples=20)
