@@ -114,6 +114,15 @@ def comparison_version(config: EvalsConfig) -> str:
     return _version([extraction_version(config), config.reference, _COMPARISON_VALUE])
 
 
+def _baselines(config: EvalsConfig) -> list[object]:
+    """The baseline files the reports' `no_regression` checks compare with, if any."""
+    if config.prose_baseline is None:
+        return []
+    from .core.reports.regression import baseline_file
+
+    return _files([baseline_file(config.prose_baseline, mode) for mode in config.active_modes])
+
+
 def report_version(config: EvalsConfig) -> str:
     """A mode's report (and the matrix over them): everything it is assembled from."""
     return _version(
@@ -123,6 +132,7 @@ def report_version(config: EvalsConfig) -> str:
             comparison_version(config),
             plan_version(config),
             config.modes,
+            *_baselines(config),
         ]
     )
 

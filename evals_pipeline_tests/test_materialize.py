@@ -722,3 +722,36 @@ def test_values_stored_by_an_older_version_are_named_not_a_key_error(tmp_path: P
         table.attrs = {}
         table.to_parquet(storage / "corpus" / "strict.parquet", index=False)
         assert "corpus[strict] was stored by an older version" in run(["reference_comparison"])
+
+
+def test_a_prose_baseline_gates_each_modes_report(tmp_path: Path) -> None:
+    """The CI form of `compare --fail-if-worse`: a run kept from before a change, and each
+    mode's report checked against it."""
+    backends = {"oracle": "oracle", "rules": f"cassette:path={RULES}"}
+    modes = ("freeform", "strict")
+    before = make_config(tmp_path / "before", backends, modes=modes, claims_gate=False)
+    with DagsterInstance.ephemeral() as instance:
+        assert materialize_all(before, instance, quiet=True).success
+    baseline = tmp_path / "baseline"
+    shutil.copytree(before.output_dir / "strict", baseline / "strict")  # freeform: none
+    config = make_config(
+        tmp_path, backends, modes=modes, claims_gate=False, prose_baseline=baseline
+    )
+    with DagsterInstance.ephemeral() as instance:
+        same = materialize_all(config, instance, quiet=True)
+    assert same.success and not same.failed_checks
+    [warning] = [w for w in same.warnings if "no_regression" in w]
+    assert warning.startswith("report[freeform] no_regression: no baseline for freeform")
+
+    kept = baseline / "strict" / "episodes.json"
+    better = json.loads(kept.read_text())
+    for episode in better["rows"]["rules"]["episodes"]:  # every expected edge found, then
+        episode["counts"]["edges_tp"] = episode["counts"]["edges_expected"]
+    kept.write_text(json.dumps(better))
+    with DagsterInstance.ephemeral() as instance:
+        worse = materialize_all(config, instance, quiet=True)
+    assert worse.success  # not blocking: every report is written, and the run exits 1
+    [failed] = worse.failed_checks
+    assert failed.startswith("report[strict] no_regression: rules: worse on edge_precision")
+    assert "compared rules on 4 chunks" in failed and str(kept) in failed
+    assert (config.output_dir / "mode_matrix.md").is_file()

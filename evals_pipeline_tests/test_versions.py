@@ -273,3 +273,35 @@ def test_a_new_shape_of_the_comparisons_value_marks_the_report_stale_too(
         monkeypatch.setattr(versions, "_CORPUS_VALUE", ("chunks",))
         statuses = _statuses(config, instance)
         assert statuses == dict.fromkeys(statuses, StaleStatus.STALE)  # the chunks' table
+
+
+def test_an_edited_prose_baseline_marks_the_reports_stale_and_nothing_above(
+    tmp_path: Path,
+) -> None:
+    """The reports' no_regression checks read it: a new baseline is a new verdict."""
+    import shutil
+
+    from evals_pipeline.materialize import materialize_all
+
+    backends = {"oracle": "oracle", "rules": f"cassette:path={RULES}"}
+    first = make_config(tmp_path / "first", backends, modes=("strict",), claims_gate=False)
+    with DagsterInstance.ephemeral() as instance:
+        assert materialize_all(first, instance, quiet=True).success
+    baseline = tmp_path / "baseline"
+    shutil.copytree(first.output_dir, baseline)
+    config = make_config(
+        tmp_path, backends, modes=("strict",), claims_gate=False, prose_baseline=baseline
+    )
+    with DagsterInstance.ephemeral() as instance:
+        assert materialize_all(config, instance, quiet=True).success
+        assert set(_statuses(config, instance).values()) == {StaleStatus.FRESH}
+        kept = baseline / "strict" / "episodes.json"
+        kept.write_text(kept.read_text().replace('"requests": 2', '"requests": 1', 1))
+        statuses = _statuses(config, instance)
+        assert statuses.pop("report") == statuses.pop("mode_matrix_report") == StaleStatus.STALE
+        assert statuses == dict.fromkeys(statuses, StaleStatus.FRESH)
+    from evals_pipeline.versions import report_version
+
+    version = report_version(config)
+    (baseline / "strict" / "report.md").write_text("not read")  # only episodes.json is
+    assert report_version(config) == version

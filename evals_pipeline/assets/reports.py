@@ -7,6 +7,7 @@ floats so the UI plots them across materialisations).
 
 from collections.abc import Iterator, Mapping
 from itertools import combinations
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -24,6 +25,7 @@ from dagster import (
 
 from ..core.atomic import write_text_atomic
 from ..core.config import EvalsConfig
+from ..core.errors import InputFileError
 from ..core.plan import fresh_recording_guards
 from ..core.reports.assemble import assemble_mode_report, inputs_provenance
 from ..core.reports.episodes import EPISODES_FILE, compare_tables, episodes_json
@@ -31,6 +33,7 @@ from ..core.reports.files import write_report_files
 from ..core.reports.judging import judging_section
 from ..core.reports.markdown import render_mode_matrix, render_mode_report
 from ..core.reports.plot import CHART_FILE, plot_f1_by_mode
+from ..core.reports.regression import baseline_file, check_regression, read_baseline
 from ..core.reports.report import float_metrics, mode_matrix
 from ..core.scoring.strict import AXES
 from ..core.tables import same_graphs, table_episodes
@@ -40,6 +43,7 @@ from ..versions import comparison_version, report_version
 from .corpus import CORPUS_DIGEST
 
 FRESH_GUARD = "fresh_recordings_distinct"
+NO_REGRESSION = "no_regression"
 DISTINCT_OUTPUTS = "distinct_outputs"
 
 
@@ -55,6 +59,38 @@ def _stored(value: Mapping[str, Any], keys: tuple[str, ...], asset: str, mode: s
             description=f"{asset}[{mode}] was stored by an older version of evals_pipeline "
             f"(it lacks {', '.join(k for k in keys if k not in value)}): materialise it again"
         )
+
+
+def regression_result(folder: Path, mode: str, run: Mapping[str, Any]) -> AssetCheckResult:
+    """`no_regression` for one mode: this run's per-chunk counts against the baseline's."""
+    path = baseline_file(folder, mode)
+    if not path.is_file():
+        return AssetCheckResult(
+            check_name=NO_REGRESSION,
+            passed=False,
+            severity=AssetCheckSeverity.WARN,
+            description=f"no baseline for {mode} at {path}: nothing gated in this mode",
+        )
+    try:
+        baseline = read_baseline(path)
+    except InputFileError as exc:  # edited since the run's input check: the reports stand
+        return AssetCheckResult(
+            check_name=NO_REGRESSION,
+            passed=False,
+            severity=AssetCheckSeverity.ERROR,
+            description=str(exc),
+        )
+    found = check_regression(baseline, run, baseline_path=path)
+    return AssetCheckResult(
+        check_name=NO_REGRESSION,
+        passed=found.passed,
+        severity=AssetCheckSeverity.ERROR,
+        description=found.describe(),
+        metadata={
+            "baseline": MetadataValue.path(str(path)),
+            **{f"{name}/paired_chunks": n for name, n in found.compared.items()},
+        },
+    )
 
 
 def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
@@ -162,6 +198,22 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
             "run_plan": AssetIn(),
             "pairwise_tallies": AssetIn(),
         },
+        check_specs=[
+            partition_check(
+                NO_REGRESSION,
+                "report",
+                modes,
+                description=(
+                    "No candidate backend is worse than in the prose_baseline run: each is "
+                    "compared with itself there, chunk by chunk (evals-pipeline compare "
+                    "--fail-if-worse). ERROR where a rate's interval says worse, counts the "
+                    "baseline has are gone, or nothing pairs; WARN where the baseline has no "
+                    "file for the mode. Not blocking: the reports are written either way."
+                ),
+            )
+        ]
+        if config.prose_baseline is not None
+        else [],
     )
     def report(
         context: AssetExecutionContext,
@@ -171,9 +223,10 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         reference_comparison: dict[str, Any],
         run_plan: dict[str, Any],
         pairwise_tallies: dict[str, Any],
-    ) -> Output[dict]:
+    ) -> Iterator[Any]:
         """The report for one ontology mode, as JSON and Markdown files, and its chunks' counts
-        one by one (`episodes.json`) beside them."""
+        one by one (`episodes.json`) beside them; with a `prose_baseline`, those counts
+        against the baseline's (`no_regression`)."""
         mode = context.partition_key
         _stored(reference_comparison, ("strict", "episodes"), "reference_comparison", mode)
         ontology = evals.ontology()
@@ -212,7 +265,9 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         metadata["report_json"] = MetadataValue.path(str(json_path))
         metadata["episodes_json"] = MetadataValue.path(str(episodes_path))
         metadata["report"] = MetadataValue.md(markdown)
-        return Output(built, metadata=metadata)
+        yield Output(built, metadata=metadata)
+        if evals.config.prose_baseline is not None:
+            yield regression_result(evals.config.prose_baseline, mode, episodes)
 
     @asset(
         io_manager_key="json_io",

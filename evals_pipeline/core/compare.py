@@ -177,6 +177,18 @@ def load_run_report(path: Path | str) -> dict[str, Any]:
     return data
 
 
+def check_run_report(report: Mapping[str, Any], run: str = "a") -> None:
+    """Every row of `report` has the documented shape (RunReportError otherwise): what
+    comparing it would check, for a file read long before it is compared (a CI baseline)."""
+    rows = report.get("rows")
+    if not isinstance(rows, Mapping):
+        raise RunReportError(f"run {run}: 'rows' must be an object of rows")
+    for field in _RUN_FIELDS:
+        _optional_str(report, field, run)
+    for row, body in rows.items():
+        _read_episodes(body, row, run)
+
+
 def _names(side: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in side.split("+"))
 

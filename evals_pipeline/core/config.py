@@ -106,6 +106,9 @@ class EvalsConfig(BaseModel):
     # exist (a typo had switched the gate off with a warning, and CI passed); only the default
     # may be absent. Strict, as the counts: 0 or "off" is not false.
     claims_gate: bool = Field(default=True, strict=True)
+    # A run kept from before a change (a copy of a reports folder: `<mode>/episodes.json`):
+    # each mode's report then carries a `no_regression` check against it (None: no check).
+    prose_baseline: Path | None = None
     max_tokens_entities: int = Field(default=DEFAULT_MAX_TOKENS_ENTITIES, ge=1, strict=True)
     max_tokens_edges: int = Field(default=DEFAULT_MAX_TOKENS_EDGES, ge=1, strict=True)
     prices: Path | None = None
@@ -229,7 +232,36 @@ class EvalsConfig(BaseModel):
                 read_baseline(self.claims_baseline, required=True)
             except InputFileError as exc:
                 raise InputFileError(source, str(exc), field="claims_baseline") from exc
+        self._check_prose_baseline(source)
         return self.check_outputs(source)
+
+    def _check_prose_baseline(self, source: Path | str) -> None:
+        """A baseline folder that is there, is not the folder this run writes its reports
+        into (each report would overwrite its baseline, then pass against itself), and whose
+        modes' files read as run reports: a typo must not switch the gate off."""
+        folder = self.prose_baseline
+        if folder is None:
+            return
+        from .reports.regression import baseline_file, read_baseline
+
+        field = "prose_baseline"
+        if not folder.is_dir():
+            why = "is a file, not a folder" if folder.exists() else no_such_path(folder)
+            raise InputFileError(source, f"{folder}: {why}", field=field)
+        if real_path(folder) == real_path(self.output_dir):
+            raise InputFileError(
+                source,
+                f"{folder}: is output_dir, which this run writes its reports into: keep the "
+                "baseline in a copy (cp -r reports baseline)",
+                field=field,
+            )
+        for mode in self.active_modes:
+            path = baseline_file(folder, mode)
+            if path.exists():
+                try:
+                    read_baseline(path)
+                except InputFileError as exc:
+                    raise InputFileError(source, str(exc), field=field) from exc
 
     def check_outputs(self, source: Path | str) -> EvalsConfig:
         """Every path a run writes can be made, and no two writers share a file: each is one
@@ -349,6 +381,7 @@ class EvalsConfig(BaseModel):
         if self.claims_gate:
             uses += [("golden_dir", self.golden_dir, True)]
             uses += [("claims_baseline", self.claims_baseline_path, False)]
+        uses += [("prose_baseline", self.prose_baseline, True)] if self.prose_baseline else []
         uses += [("judge.cache", self.judge.cache, False), ("cache_dir", self.cache_dir, True)]
         for prefix, backends in (("", self.backends), ("bench.", self.bench_backends)):
             for name, spec in backends.items():
@@ -385,6 +418,7 @@ class EvalsConfig(BaseModel):
                 "cache_dir": fix(self.cache_dir),
                 "golden_dir": fix(self.golden_dir),
                 "claims_baseline": fix(self.claims_baseline) if self.claims_baseline else None,
+                "prose_baseline": fix(self.prose_baseline) if self.prose_baseline else None,
                 "prices": fix(self.prices) if self.prices else None,
                 # A URL (s3://, memory://) stays as written; a plain path is a path like the rest.
                 "asset_storage": (

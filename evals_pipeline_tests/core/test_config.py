@@ -170,6 +170,10 @@ def test_no_mode_and_a_gold_name_that_is_a_path_are_refused(
         ("prices: bad.json", "prices", "bad.json:1: invalid JSON"),  # had failed a step mid-run
         ("prices: dup.json", "prices", "key 'm' is given twice"),
         ("claims_baseline: nope.json", "claims_baseline", "no baseline file here"),
+        ("prose_baseline: nope", "prose_baseline", "nope"),
+        ("prose_baseline: afile", "prose_baseline", "is a file, not a folder"),
+        ("prose_baseline: reports", "prose_baseline", "is output_dir"),
+        ("prose_baseline: base", "prose_baseline", "episodes.json:1: invalid JSON"),
         ("cache_dir: afile/sub", "cache_dir", "afile is a file, not a folder"),
         ("output_dir: afile/r", "output_dir", "afile is a file, not a folder"),
         ("judge: {cache: afile/j.jsonl}", "judge.cache", "afile is a file, not a folder"),
@@ -186,6 +190,9 @@ def test_an_input_or_output_path_that_cannot_be_used_names_its_field(
     (tmp_path / "bad.json").write_text("{bad")
     price = '{"input_per_1m": 1, "output_per_1m": 1}'
     (tmp_path / "dup.json").write_text(f'{{"m": {price}, "m": {price}}}')
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "base" / "freeform").mkdir(parents=True)  # the one mode without an ontology
+    (tmp_path / "base" / "freeform" / "episodes.json").write_text("{bad")
     text = f"backends: {{a: oracle}}\nreference: a\ncorpus: chunks.jsonl\n{line}\n"
     text = text.replace("corpus: chunks.jsonl\ncorpus: .", "corpus: .")
     path = write(tmp_path, text)
