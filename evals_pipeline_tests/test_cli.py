@@ -754,3 +754,21 @@ def test_the_main_command_exits_1_when_a_cassette_is_stale(
         assert f"report: {tmp_path / cassette.stem / 'mode_matrix.md'}" in captured.out
         said = "FAILED CHECK" if exit_code else "WARNING"
         assert f"{said} extractions[s|strict] cassette_coverage: " in captured.err
+
+
+def test_an_output_dir_flag_onto_the_prose_baseline_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Checked with the flags applied: each report would overwrite its baseline, then pass."""
+    config = write_config(tmp_path, ["strict"])
+    baseline = tmp_path / "baseline" / "strict"
+    baseline.mkdir(parents=True)
+    (baseline / "episodes.json").write_text('{"rows": {}}')
+    gated = tmp_path / "gated.yaml"
+    gated.write_text(config.read_text() + f"prose_baseline: {tmp_path / 'baseline'}\n")
+    args = ["--config", str(gated), "--dry-run"]
+    assert main(args) == 0
+    capsys.readouterr()
+    assert main([*args, "--output-dir", str(tmp_path / "baseline")]) == 2
+    err = capsys.readouterr().err
+    assert "[prose_baseline]" in err and "is the file this run writes strict's counts" in err

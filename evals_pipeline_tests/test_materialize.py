@@ -755,3 +755,12 @@ def test_a_prose_baseline_gates_each_modes_report(tmp_path: Path) -> None:
     assert failed.startswith("report[strict] no_regression: rules: worse on edge_precision")
     assert "compared rules on 4 chunks" in failed and str(kept) in failed
     assert (config.output_dir / "mode_matrix.md").is_file()
+
+    kept.write_text("{")  # broken after the run's input check: a failed check, not a step
+    (config.output_dir / "mode_matrix.md").unlink()
+    with DagsterInstance.ephemeral() as instance:
+        broken = materialize_all(config, instance, quiet=True)
+    assert broken.success and not broken.failed_steps
+    [failed] = broken.failed_checks
+    assert failed.startswith(f"report[strict] no_regression: {kept}:1: invalid JSON")
+    assert (config.output_dir / "mode_matrix.md").is_file()

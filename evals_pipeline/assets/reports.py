@@ -206,9 +206,10 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                 description=(
                     "No candidate backend is worse than in the prose_baseline run: each is "
                     "compared with itself there, chunk by chunk (evals-pipeline compare "
-                    "--fail-if-worse). ERROR where a rate's interval says worse, counts the "
-                    "baseline has are gone, or nothing pairs; WARN where the baseline has no "
-                    "file for the mode. Not blocking: the reports are written either way."
+                    "--fail-if-worse, except that tokens and requests a chunk are said, not "
+                    "gated). ERROR where a rate's interval says worse, counts the baseline has "
+                    "are gone, or nothing pairs; WARN where the baseline has no file for the "
+                    "mode. Not blocking: the reports are written either way."
                 ),
             )
         ]

@@ -186,7 +186,17 @@ def check_run_report(report: Mapping[str, Any], run: str = "a") -> None:
     for field in _RUN_FIELDS:
         _optional_str(report, field, run)
     for row, body in rows.items():
-        _read_episodes(body, row, run)
+        episodes = list(_read_episodes(body, row, run).values())
+        for rate, (num_side, den_side) in _COMPARED_RATES.items():
+            nums, dens = _names(num_side), _names(den_side)
+            if _EPISODES in dens or not _carried(episodes, nums + dens):
+                continue
+            num, den = _column(episodes, nums).sum(), _column(episodes, dens).sum()
+            if num > den:  # as comparing would refuse it, pooled over the row
+                raise RunReportError(
+                    f"run {run}: rows.{row}: pooled {num_side} ({num}) exceeds {den_side} "
+                    f"({den}), a {rate} above 1: episodes carry one side of it without the other"
+                )
 
 
 def _names(side: str) -> tuple[str, ...]:

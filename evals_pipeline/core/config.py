@@ -236,9 +236,10 @@ class EvalsConfig(BaseModel):
         return self.check_outputs(source)
 
     def _check_prose_baseline(self, source: Path | str) -> None:
-        """A baseline folder that is there, is not the folder this run writes its reports
-        into (each report would overwrite its baseline, then pass against itself), and whose
-        modes' files read as run reports: a typo must not switch the gate off."""
+        """A baseline folder that is there, holds a file for some mode of this run, none of
+        them the file this run writes (each report would overwrite its baseline, then pass
+        against itself), and whose files read as run reports: a typo, or a copy nested one
+        folder down, must not switch the gate off."""
         folder = self.prose_baseline
         if folder is None:
             return
@@ -248,20 +249,40 @@ class EvalsConfig(BaseModel):
         if not folder.is_dir():
             why = "is a file, not a folder" if folder.exists() else no_such_path(folder)
             raise InputFileError(source, f"{folder}: {why}", field=field)
-        if real_path(folder) == real_path(self.output_dir):
-            raise InputFileError(
-                source,
-                f"{folder}: is output_dir, which this run writes its reports into: keep the "
-                "baseline in a copy (cp -r reports baseline)",
-                field=field,
-            )
+        found = []
         for mode in self.active_modes:
             path = baseline_file(folder, mode)
+            written = baseline_file(self.output_dir, mode)  # this run's own, as report writes it
+            if real_path(path) == real_path(written):  # the folder, or a mode's, linked to it
+                raise InputFileError(
+                    source,
+                    f"{path}: is the file this run writes {mode}'s counts into ({written}): "
+                    "keep the baseline in a copy (rm -rf baseline && cp -r reports baseline)",
+                    field=field,
+                )
             if path.exists():
+                found.append(path)
                 try:
                     read_baseline(path)
                 except InputFileError as exc:
                     raise InputFileError(source, str(exc), field=field) from exc
+        if not found:  # a folder of something else: the gate would be off in every mode
+            try:
+                entries = sorted(folder.iterdir())
+            except OSError:  # unreadable: no hint, the error stands
+                entries = []
+            nested = [
+                p
+                for p in entries
+                if any(baseline_file(p, mode).exists() for mode in self.active_modes)
+            ]
+            hint = f" (a copy nested in it: {nested[0]}?)" if nested else ""
+            raise InputFileError(
+                source,
+                f"{folder}: holds no <mode>/episodes.json for any mode of this run "
+                f"({', '.join(self.active_modes)}){hint}: it is not a copy of a reports folder",
+                field=field,
+            )
 
     def check_outputs(self, source: Path | str) -> EvalsConfig:
         """Every path a run writes can be made, and no two writers share a file: each is one

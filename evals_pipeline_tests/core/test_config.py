@@ -172,7 +172,7 @@ def test_no_mode_and_a_gold_name_that_is_a_path_are_refused(
         ("claims_baseline: nope.json", "claims_baseline", "no baseline file here"),
         ("prose_baseline: nope", "prose_baseline", "nope"),
         ("prose_baseline: afile", "prose_baseline", "is a file, not a folder"),
-        ("prose_baseline: reports", "prose_baseline", "is output_dir"),
+        ("prose_baseline: reports", "prose_baseline", "is the file this run writes"),
         ("prose_baseline: base", "prose_baseline", "episodes.json:1: invalid JSON"),
         ("cache_dir: afile/sub", "cache_dir", "afile is a file, not a folder"),
         ("output_dir: afile/r", "output_dir", "afile is a file, not a folder"),
@@ -371,3 +371,24 @@ def test_a_loop_of_symbolic_links_is_named_by_its_field(
 def test_a_project_file_that_is_a_loop_of_links_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputFileError, match="Too many levels of symbolic links"):
         load_config(_loop(tmp_path))
+
+
+def test_a_prose_baseline_that_would_gate_nothing_or_itself_is_refused(tmp_path: Path) -> None:
+    """A folder with no mode's file (a copy nested one folder down: `cp -r reports baseline`
+    onto an existing baseline) had switched the gate off with three warnings and exit 0; a
+    mode's folder linked to the run's own had compared each report with itself."""
+    base = "backends: {a: oracle}\nreference: a\ncorpus: chunks.jsonl\nprose_baseline: baseline\n"
+    (tmp_path / "chunks.jsonl").write_text("")
+    nested = tmp_path / "baseline" / "reports" / "freeform"
+    nested.mkdir(parents=True)
+    (nested / "episodes.json").write_text('{"rows": {}}')
+    path = write(tmp_path, base)
+    with pytest.raises(InputFileError) as err:
+        load_config(path).check_inputs(path)
+    assert err.value.field == "prose_baseline"
+    assert "holds no <mode>/episodes.json for any mode of this run (freeform)" in str(err.value)
+    assert f"a copy nested in it: {tmp_path / 'baseline' / 'reports'}?" in str(err.value)
+    (tmp_path / "reports" / "freeform").mkdir(parents=True)
+    (tmp_path / "baseline" / "freeform").symlink_to(tmp_path / "reports" / "freeform")
+    with pytest.raises(InputFileError, match="is the file this run writes freeform's counts"):
+        load_config(path).check_inputs(path)

@@ -5,7 +5,8 @@ the same question has a fixed baseline: the `episodes.json` of a run kept from b
 change (`prose_baseline: <folder>`, a copy of a reports folder). Each candidate backend in both
 is compared with itself, chunk by chunk with the paired bootstrap, and the gate fails where a
 rate's interval says this run is worse, where this run lacks counts the baseline has, or where
-nothing pairs (then nothing shows the backend is not worse). Chunks that do not pair (an edited
+nothing pairs (then nothing shows the backend is not worse). Tokens and requests a chunk are
+said, not gated (`COST_RATES`). Chunks that do not pair (an edited
 chunk, a re-recorded reference) are counted in the description, not failed: the gate compares
 what the two runs share, and a baseline is refreshed by copying the reports folder again.
 """
@@ -30,6 +31,12 @@ from .episodes import EPISODES_FILE
 # Interval failures the gate counts, as `compare --fail-if-worse` does.
 WORSE = "B worse"
 LOST = "not in run b"
+# Rates of what a run spends, not of what it extracts: a prompt that says more costs more
+# tokens on every chunk, deterministically, which is a price to read, not a regression to
+# fail on. A rise is said in the description; `compare --fail-if-worse` still fails on it.
+COST_RATES = frozenset({"tokens_per_episode", "requests_per_episode"})
+# How `compare`'s messages name the two runs, said once where one is quoted.
+_RUNS = "run A is the baseline, run B this run"
 
 
 @dataclass
@@ -41,14 +48,18 @@ class Regression:
     unpaired: dict[str, int] = field(default_factory=dict)  # backend -> baseline chunks not
     worse: dict[str, list[str]] = field(default_factory=dict)  # backend -> rates
     lost: dict[str, list[str]] = field(default_factory=dict)
-    refused: dict[str, str] = field(default_factory=dict)  # backend -> why nothing paired
+    costlier: dict[str, list[str]] = field(default_factory=dict)  # worse on COST_RATES only
+    refused: dict[str, str] = field(default_factory=dict)  # backend -> why nothing compared
     only_baseline: list[str] = field(default_factory=list)
     only_run: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
+        """Nothing worse, lost or uncompared, and some backend compared (unless neither run
+        has a candidate backend: then there is nothing to gate)."""
+        nothing_to_gate = not (self.only_run or self.only_baseline)
         return not (self.worse or self.lost or self.refused) and (
-            bool(self.compared) or not self.only_run
+            bool(self.compared) or nothing_to_gate
         )
 
     def describe(self) -> str:
@@ -60,19 +71,34 @@ class Regression:
             for name, rates in sorted(self.lost.items())
         ]
         parts += [f"{name}: nothing compared ({why})" for name, why in sorted(self.refused.items())]
-        if self.only_run and not self.compared:
-            parts.append(f"no backend of this run is in the baseline ({', '.join(self.only_run)})")
+        if not self.compared and (self.only_run or self.only_baseline):
+            parts.append(
+                "no backend is in both this run and the baseline (this run: "
+                f"{', '.join(self.only_run) or 'none'}; the baseline: "
+                f"{', '.join(self.only_baseline) or 'none'})"
+            )
         verdict = "; ".join(parts) if parts else "no backend is worse than in the baseline"
         compared = ", ".join(
             f"{name} on {n} chunks"
-            + (f" ({self.unpaired[name]} unpaired)" if name in self.unpaired else "")
+            + (
+                f" ({self.unpaired[name]} of the baseline's chunks unpaired)"
+                if name in self.unpaired
+                else ""
+            )
             for name, n in sorted(self.compared.items())
         )
         extra = [f"compared {compared}"] if compared else []
-        if self.only_baseline:
+        extra += [
+            f"{name} costs more: {', '.join(rates)} (not gated)"
+            for name, rates in sorted(self.costlier.items())
+        ]
+        if self.compared and self.only_baseline:
             extra.append(f"in the baseline only: {', '.join(self.only_baseline)}")
-        if self.only_run and self.compared:
+        if self.compared and self.only_run:
             extra.append(f"not in the baseline: {', '.join(self.only_run)}")
+        if self.refused:
+            extra.append(_RUNS)
+            extra.append("if the change was meant, refresh the baseline (copy the reports again)")
         return f"{verdict} (baseline {self.baseline}" + "".join(f"; {e}" for e in extra) + ")"
 
 
@@ -112,7 +138,7 @@ def check_regression(
             result = compare_runs(
                 baseline, run, row_a=name, row_b=name, resamples=resamples, seed=seed
             )
-        except ComparisonRefused as exc:
+        except (ComparisonRefused, RunReportError) as exc:  # a bad row: no step failure
             found.refused[name] = str(exc)
             continue
         found.compared[name] = int(result["paired"])
@@ -122,6 +148,8 @@ def check_regression(
             found.unpaired[name] = missing
         for verdict, into in ((WORSE, found.worse), (LOST, found.lost)):
             rates = [r["rate"] for r in result["rates"] if r["verdict"] == verdict]
-            if rates:
-                into[name] = rates
+            if gated := [r for r in rates if r not in COST_RATES]:
+                into[name] = gated
+            if verdict == WORSE and (spent := [r for r in rates if r in COST_RATES]):
+                found.costlier[name] = spent
     return found

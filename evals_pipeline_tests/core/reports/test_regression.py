@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from evals_pipeline.core.compare import check_run_report
 from evals_pipeline.core.errors import InputFileError
 from evals_pipeline.core.reports.regression import check_regression, read_baseline
 
@@ -70,13 +71,14 @@ def test_backends_on_one_side_only_are_named_and_a_run_sharing_none_fails() -> N
     assert "not in the baseline: new" in found.describe()
     renamed = check_regression(_run({"old": 3}), _run({"new": 3}), baseline_path=BASELINE)
     assert not renamed.passed
-    assert "no backend of this run is in the baseline (new)" in renamed.describe()
+    said = "no backend is in both this run and the baseline (this run: new; the baseline: old)"
+    assert said in renamed.describe()
 
 
 def test_unpaired_chunks_are_counted_not_failed() -> None:
     found = check_regression(_run({"m": 3}), _run({"m": 3}, chunks=20), baseline_path=BASELINE)
     assert found.passed and found.unpaired == {"m": 10}
-    assert "m on 20 chunks (10 unpaired)" in found.describe()
+    assert "m on 20 chunks (10 of the baseline's chunks unpaired)" in found.describe()
 
 
 def test_a_baseline_of_the_wrong_shape_names_its_file(tmp_path: Path) -> None:
@@ -91,3 +93,53 @@ def test_a_baseline_of_the_wrong_shape_names_its_file(tmp_path: Path) -> None:
     with pytest.raises(InputFileError) as err:
         read_baseline(path)
     assert err.value.path == path
+
+
+def _tokens(run: dict[str, Any], tokens: int) -> dict[str, Any]:
+    for row in run["rows"].values():
+        for episode in row["episodes"]:
+            episode["counts"]["tokens"] = tokens
+    return run
+
+
+def test_costlier_chunks_are_said_not_gated() -> None:
+    """A prompt that says more costs more tokens on every chunk, deterministically: a price
+    to read, not a failed gate on each prompt edit."""
+    found = check_regression(
+        _tokens(_run({"m": 3}), 100), _tokens(_run({"m": 3}), 150), baseline_path=BASELINE
+    )
+    assert found.passed and found.costlier == {"m": ["tokens_per_episode"]}
+    assert "m costs more: tokens_per_episode (not gated)" in found.describe()
+
+
+def test_a_row_compare_refuses_is_a_failed_gate_not_a_failed_step() -> None:
+    """Counts the file check passes (pooled over the whole row they are consistent) but that
+    pool above 1 over the paired chunks had raised in the report step, and skipped everything
+    after it."""
+    baseline = _run({"m": 3}, chunks=3)
+    del baseline["rows"]["m"]["episodes"][1]["counts"]["entities_produced"]
+    baseline["rows"]["m"]["episodes"][2]["counts"]["entities_tp"] = 0  # row: 6 of 8 produced
+    check_run_report(baseline)  # what reading the baseline checks: it passes
+    current = _run({"m": 3}, chunks=2)  # pairs c00 and c01: 6 found of 4 produced
+    found = check_regression(baseline, current, baseline_path=BASELINE)
+    assert not found.passed and "exceeds" in found.refused["m"]
+    assert "run A is the baseline, run B this run" in found.describe()
+    assert "refresh the baseline" in found.describe()
+
+
+def test_a_baseline_whose_row_pools_above_one_is_refused_when_read(tmp_path: Path) -> None:
+    baseline = _run({"m": 3}, chunks=3)
+    for episode in baseline["rows"]["m"]["episodes"][1:]:
+        del episode["counts"]["entities_produced"]
+    path = tmp_path / "episodes.json"
+    path.write_text(json.dumps(baseline))
+    with pytest.raises(InputFileError, match=r"rows\.m: pooled entities_tp \(9\) exceeds"):
+        read_baseline(path)
+
+
+def test_a_run_with_no_candidate_against_a_baseline_with_some_fails() -> None:
+    empty = {"kind": "prose", "reference": "oracle", "rows": {}}
+    found = check_regression(_run({"m": 3}), empty, baseline_path=BASELINE)
+    assert not found.passed
+    assert "no backend is in both this run and the baseline (this run: none" in found.describe()
+    assert check_regression(empty, empty, baseline_path=BASELINE).passed  # nothing to gate
