@@ -32,11 +32,13 @@ from dagster import (
     Failure,
     materialize,
 )
+from dagster._core.errors import DagsterAssetCheckFailedError  # a blocking check's failure
 from dagster._utils.error import SerializableErrorInfo  # the step failure's error chain
 from dagster._utils.interrupts import setup_interrupt_handlers
 
 from .assets.bench import bench_key
 from .assets.claims import CLAIMS_ASSETS, CLAIMS_GATE
+from .assets.reports import NO_REGRESSION
 from .assets.spend import FAILED_STEP
 from .core.config import EvalsConfig, default_config_path, load_config
 from .core.errors import EvalsError
@@ -74,7 +76,13 @@ def _run(
     partition_key: str | None,
     outcome: MaterializeResult,
     quiet: bool,
+    *,
+    carry_on_after: frozenset[str] = frozenset(),
 ) -> bool:
+    """One Dagster run, its counts and problems added to `outcome`; whether the driver goes
+    on. A run whose only failures are blocking checks named in `carry_on_after` goes on: the
+    check is listed (the command exits 1 after the reports), not a failed step that stops the
+    rest (a prose regression: the other modes, the matrix and the bench still run)."""
     assets = list(defs.assets or [])
     with contextlib.ExitStack() as slots:
         for pool in sorted(_pools(assets, selection)):  # see stale_runs: Dagster's wait is deaf
@@ -99,12 +107,39 @@ def _run(
                 outcome.failed_checks.append(line)
         elif _gate_inactive(evaluation):  # passes, but nothing is gated: CI must see that
             outcome.warnings.append(f"{evaluation.check_name}: {evaluation.description}")
+    if not result.success and carry_on_after and _only_checks_failed(result, carry_on_after):
+        return True
     for event in result.all_events:
         if event.is_step_failure:
             outcome.failed_steps.append(f"{event.step_key}{where}{_why(event)}")
     if not result.success:
         outcome.success = False
     return result.success
+
+
+def _only_checks_failed(result: ExecuteInProcessResult, names: frozenset[str]) -> bool:
+    """Whether every step that failed failed on its blocking checks, all of them in `names`."""
+    blocked = [
+        e
+        for e in result.get_asset_check_evaluations()
+        if not e.passed and e.severity == AssetCheckSeverity.ERROR and e.blocking
+    ]
+    failures = [e for e in result.all_events if e.is_step_failure]
+    return (
+        bool(blocked)
+        and all(e.check_name in names for e in blocked)
+        and all(_failed_on_a_check(e) for e in failures)
+    )
+
+
+def _failed_on_a_check(event: DagsterEvent) -> bool:
+    failure = event.step_failure_data
+    error = failure.error if failure is not None else None
+    while error is not None:
+        if error.cls_name == DagsterAssetCheckFailedError.__name__:
+            return True
+        error = error.cause
+    return False
 
 
 def _materialize(
@@ -232,6 +267,11 @@ def materialize_claims(
     return _run(defs, instance, list(CLAIMS_ASSETS), None, outcome, quiet)
 
 
+# A prose regression fails its check (and `dagster asset materialize`) but not the driver's
+# other modes: it is what the reports are read for.
+_REGRESSION = frozenset({NO_REGRESSION})
+
+
 def materialize_all(
     config: EvalsConfig,
     instance: DagsterInstance | None = None,
@@ -256,7 +296,7 @@ def materialize_all(
             if not _run(defs, instance, ["judge_verdicts"], key, outcome, quiet):
                 return outcome
         layer = ["reference_comparison", "pairwise_tallies", "report"]
-        if not _run(defs, instance, layer, mode, outcome, quiet):
+        if not _run(defs, instance, layer, mode, outcome, quiet, carry_on_after=_REGRESSION):
             return outcome
     if not _run(defs, instance, ["mode_matrix_report"], None, outcome, quiet):
         return outcome

@@ -727,6 +727,8 @@ def test_values_stored_by_an_older_version_are_named_not_a_key_error(tmp_path: P
 def test_a_prose_baseline_gates_each_modes_report(tmp_path: Path) -> None:
     """The CI form of `compare --fail-if-worse`: a run kept from before a change, and each
     mode's report checked against it."""
+    import dagster
+
     backends = {"oracle": "oracle", "rules": f"cassette:path={RULES}"}
     modes = ("freeform", "strict")
     before = make_config(tmp_path / "before", backends, modes=modes, claims_gate=False)
@@ -748,9 +750,22 @@ def test_a_prose_baseline_gates_each_modes_report(tmp_path: Path) -> None:
     for episode in better["rows"]["rules"]["episodes"]:  # every expected edge found, then
         episode["counts"]["edges_tp"] = episode["counts"]["edges_expected"]
     kept.write_text(json.dumps(better))
+    (config.output_dir / "mode_matrix.md").unlink()
     with DagsterInstance.ephemeral() as instance:
         worse = materialize_all(config, instance, quiet=True)
-    assert worse.success  # not blocking: every report is written, and the run exits 1
+        # Blocking, as the claim gate: a Dagster run (`dagster asset materialize`) fails.
+        defs = build_definitions(config)
+        alone = dagster.materialize(
+            list(defs.assets or []),
+            instance=instance,
+            resources=defs.resources,
+            selection=["report"],
+            partition_key="strict",
+            raise_on_error=False,
+        )
+        assert not alone.success
+    # The driver goes on: every mode, the matrix and the bench, then the run exits 1.
+    assert worse.success and not worse.failed_steps
     [failed] = worse.failed_checks
     assert failed.startswith("report[strict] no_regression: rules: worse on edge_precision")
     assert "compared rules on 4 chunks" in failed and str(kept) in failed

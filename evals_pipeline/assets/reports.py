@@ -203,13 +203,16 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
                 NO_REGRESSION,
                 "report",
                 modes,
+                blocking=True,
                 description=(
                     "No candidate backend is worse than in the prose_baseline run: each is "
                     "compared with itself there, chunk by chunk (evals-pipeline compare "
                     "--fail-if-worse, except that tokens and requests a chunk are said, not "
                     "gated). ERROR where a rate's interval says worse, counts the baseline has "
-                    "are gone, or nothing pairs; WARN where the baseline has no file for the "
-                    "mode. Not blocking: the reports are written either way."
+                    "are gone, or nothing pairs: blocking, so `dagster asset materialize` exits "
+                    "1 and a run skips the mode matrix (the report is written; the driver goes "
+                    "on to the other modes, the matrix and the bench, then exits 1). WARN where "
+                    "the baseline has no file for the mode."
                 ),
             )
         ]
