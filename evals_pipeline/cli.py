@@ -223,15 +223,18 @@ def dry_run(config: EvalsConfig) -> str:
         expected=corpus.expected_graphs(),
         judge_coverage=True,
     )
+    from .core.reports.regression import gate_plan
+
+    prose = plan.render() + "\n" + gate_plan(config.prose_baseline, config.active_modes)
     if not config.bench.corpora:
-        return plan.render()
+        return prose
     # The run materialises the bench too: its calls are part of what it would spend.
     from .core.bench.plan import ABORT, bench_plan
 
     bench = bench_plan(config, golds)
     if ABORT in bench:  # after the whole prose run: say so where guards are read
         bench += "\nguards: the bench would abort a real run (its 'would abort' lines above)"
-    return plan.render() + "\n\n" + bench
+    return prose + "\n\n" + bench
 
 
 SUBCOMMANDS = {

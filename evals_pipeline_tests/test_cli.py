@@ -767,8 +767,11 @@ def test_an_output_dir_flag_onto_the_prose_baseline_is_refused(
     gated = tmp_path / "gated.yaml"
     gated.write_text(config.read_text() + f"prose_baseline: {tmp_path / 'baseline'}\n")
     args = ["--config", str(gated), "--dry-run"]
+    assert main(["--config", str(config), "--dry-run"]) == 0
+    assert "regression gate: none (no prose_baseline" in capsys.readouterr().out
     assert main(args) == 0
-    capsys.readouterr()
+    said = f"regression gate: no_regression checks strict against {tmp_path / 'baseline'}/<mode>/"
+    assert said in capsys.readouterr().out
     assert main([*args, "--output-dir", str(tmp_path / "baseline")]) == 2
     err = capsys.readouterr().err
     assert "[prose_baseline]" in err and "is the file this run writes strict's counts" in err

@@ -13,7 +13,7 @@ what the two runs share, and a baseline is refreshed by copying the reports fold
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,6 +105,24 @@ class Regression:
 def baseline_file(folder: Path, mode: str) -> Path:
     """Where a baseline folder (a copy of a reports folder) keeps a mode's per-chunk counts."""
     return folder / mode / EPISODES_FILE
+
+
+def gate_plan(folder: Path | None, modes: Sequence[str]) -> str:
+    """What the dry run says of the gate: which modes' reports it will check, against what."""
+    if folder is None:
+        return (
+            "regression gate: none (no prose_baseline: no report is checked against a run "
+            "kept from before a change)"
+        )
+    have = [mode for mode in modes if baseline_file(folder, mode).is_file()]
+    missing = [mode for mode in modes if mode not in have]
+    line = (
+        f"regression gate: no_regression checks {', '.join(have) or 'no mode'} against "
+        f"{folder}/<mode>/{EPISODES_FILE}"
+    )
+    if missing:
+        line += f"; no file for {', '.join(missing)} (WARN: nothing gated there)"
+    return line
 
 
 def read_baseline(path: Path) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import pytest
 
 from evals_pipeline.core.compare import check_run_report
 from evals_pipeline.core.errors import InputFileError
-from evals_pipeline.core.reports.regression import check_regression, read_baseline
+from evals_pipeline.core.reports.regression import check_regression, gate_plan, read_baseline
 
 BASELINE = Path("baseline/strict/episodes.json")
 
@@ -143,3 +143,12 @@ def test_a_run_with_no_candidate_against_a_baseline_with_some_fails() -> None:
     assert not found.passed
     assert "no backend is in both this run and the baseline (this run: none" in found.describe()
     assert check_regression(empty, empty, baseline_path=BASELINE).passed  # nothing to gate
+
+
+def test_the_dry_run_says_which_modes_the_gate_checks(tmp_path: Path) -> None:
+    (tmp_path / "strict").mkdir()
+    (tmp_path / "strict" / "episodes.json").write_text('{"rows": {}}')
+    line = gate_plan(tmp_path, ("freeform", "strict"))
+    assert line.startswith(f"regression gate: no_regression checks strict against {tmp_path}/")
+    assert line.endswith("; no file for freeform (WARN: nothing gated there)")
+    assert gate_plan(None, ("strict",)).startswith("regression gate: none")
