@@ -93,6 +93,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-dir", type=Path, help="default .evals_cache")
     p.add_argument("--concurrency", type=positive_int, help="live calls in flight (default 8)")
     p.add_argument("--prices", type=Path, help='JSON {"<model>": {"input_per_1m": …, …}}')
+    p.add_argument(
+        "--prose-baseline",
+        type=Path,
+        metavar="DIR",
+        help="a reports folder kept from before a change: each mode's report is checked "
+        "against its episodes.json (no_regression; exit 1 if a backend got worse)",
+    )
     p.add_argument("--judge-cache", type=Path, help="default judge_cache.jsonl")
     p.add_argument("--judge-model", help=f"default {JudgeConfig().model}")
     p.add_argument("--judge-mode", choices=["reference", "pairwise", "both"])
@@ -139,14 +146,15 @@ def _config_from_flags(args: argparse.Namespace, parser: argparse.ArgumentParser
 
 
 def _path_flags(args: argparse.Namespace) -> dict[str, object]:
-    """--corpus, --output-dir, --cache-dir, --concurrency, --prices as given (else the config's
-    value)."""
+    """--corpus, --output-dir, --cache-dir, --concurrency, --prices, --prose-baseline as given
+    (else the config's value)."""
     given = {
         "corpus": args.corpus,
         "output_dir": args.output_dir,
         "cache_dir": args.cache_dir,
         "concurrency": args.concurrency,
         "prices": args.prices,
+        "prose_baseline": args.prose_baseline,
     }
     return {name: value for name, value in given.items() if value is not None}
 

@@ -775,3 +775,29 @@ def test_an_output_dir_flag_onto_the_prose_baseline_is_refused(
     assert main([*args, "--output-dir", str(tmp_path / "baseline")]) == 2
     err = capsys.readouterr().err
     assert "[prose_baseline]" in err and "is the file this run writes strict's counts" in err
+
+
+def test_the_prose_baseline_flag_gates_a_run_built_with_backends(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The local form of the CI gate: keep the reports, make the change, run with the flag."""
+    run = [
+        "--backend", "a=oracle", "--backend", f"b=cassette:path={RULES}", "--reference", "a",
+        "--corpus", str(CORPUS), "--ontology", str(ONTOLOGY), "--limit", "4",
+        "--cache-dir", str(tmp_path / "c"),
+    ]  # fmt: skip
+    assert main([*run, "--output-dir", str(tmp_path / "before")]) == 0
+    baseline = tmp_path / "before" / "strict" / "episodes.json"
+    assert main([*run, "--output-dir", str(tmp_path / "same"), "--prose-baseline", "before"]) == 2
+    assert "[prose_baseline]" in capsys.readouterr().err  # relative to the working directory
+    gated = [*run, "--prose-baseline", str(tmp_path / "before")]
+    assert main([*gated, "--output-dir", str(tmp_path / "same")]) == 0
+    better = json.loads(baseline.read_text())
+    for episode in better["rows"]["b"]["episodes"]:
+        episode["counts"]["edges_tp"] = episode["counts"]["edges_expected"]
+    baseline.write_text(json.dumps(better))
+    capsys.readouterr()
+    assert main([*gated, "--output-dir", str(tmp_path / "after")]) == 1
+    captured = capsys.readouterr()
+    assert "FAILED CHECK report[strict] no_regression: b: worse on edge_precision" in captured.err
+    assert f"report: {tmp_path / 'after' / 'strict' / 'report.md'}" in captured.out
