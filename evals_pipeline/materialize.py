@@ -6,7 +6,8 @@ claims golden set and its regression gate first (quick, no backend), then inputs
 extraction per backend and mode, judging per backend and mode, the reference comparison,
 pairwise tallies and report per mode, the mode matrix, and last the exact-match bench per gold
 corpus. A failed blocking check stops it before the layers downstream, with a
-non-zero exit.
+non-zero exit; a prose regression (`no_regression`) does not: the other modes, the matrix
+and the bench still run, and the exit is 1 after them.
 
     python -m evals_pipeline.materialize [--config evals.yaml]
 """
@@ -118,17 +119,20 @@ def _run(
 
 
 def _only_checks_failed(result: ExecuteInProcessResult, names: frozenset[str]) -> bool:
-    """Whether every step that failed failed on its blocking checks, all of them in `names`."""
+    """Whether the run failed only in steps that failed on their own blocking checks, all of
+    them in `names` (a run that failed with no such step, an interrupt say, did not)."""
     blocked = [
         e
         for e in result.get_asset_check_evaluations()
         if not e.passed and e.severity == AssetCheckSeverity.ERROR and e.blocking
     ]
+    steps = {e.asset_key.to_python_identifier() for e in blocked}
     failures = [e for e in result.all_events if e.is_step_failure]
     return (
         bool(blocked)
+        and bool(failures)
         and all(e.check_name in names for e in blocked)
-        and all(_failed_on_a_check(e) for e in failures)
+        and all(_failed_on_a_check(e) and e.step_key in steps for e in failures)
     )
 
 

@@ -70,8 +70,9 @@ def bench_spend(outcome: MaterializeResult) -> str:
 
 
 def failed_check_exit(outcome: MaterializeResult) -> int:
-    """The exit of a run whose steps all ran: 1 if a check that does not block failed at
-    ERROR (a stale cassette: calls it holds under other prompts), said after the report paths."""
+    """The exit of a run whose steps all ran: 1 if a check failed at ERROR whose run still went
+    on (a stale cassette: calls it holds under other prompts; a prose regression), said after
+    the report paths."""
     if not outcome.failed_checks:
         return 0
     print(

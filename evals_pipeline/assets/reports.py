@@ -261,8 +261,9 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         markdown = render_mode_report(built)
         folder = evals.config.output_dir / mode
         json_path, _md_path = write_report_files(built, markdown, folder, "report")
-        # Written with the report, not before it: a blocked check or a failed report leaves
-        # the last run's pair of files, never a new episodes.json beside an old report.json.
+        # Written with the report, not before it: a blocking check upstream or a failed report
+        # leaves the last run's pair of files, never a new episodes.json beside an old
+        # report.json (this report's own no_regression check runs after both are written).
         episodes = reference_comparison["episodes"]
         episodes_path = write_text_atomic(folder / EPISODES_FILE, episodes_json(episodes))
         metadata: dict[str, Any] = dict(float_metrics(built))
