@@ -18,7 +18,16 @@ from typing import Any
 
 from .cli import non_negative_int, output_file, positive_int
 from .core.atomic import write_text_atomic
-from .core.compare import RunReportError, compare_runs, load_run_report, render_comparison
+from .core.compare import (
+    B_WORSE,
+    NOT_IN_B,
+    UNCOMPARED_OF_A,
+    RunReportError,
+    compare_runs,
+    load_run_report,
+    rates_with_verdict,
+    render_comparison,
+)
 from .core.errors import EvalsError
 from .core.files import refuse_overwrite
 
@@ -101,8 +110,7 @@ def main(argv: Sequence[str]) -> int:
     failed = _unpaired_failure(result) if args.fail_if_unpaired else False
     if not args.fail_if_worse:
         return 1 if failed else 0
-    worse = [r["rate"] for r in result["rates"] if r["verdict"] == "B worse"]
-    lost = [r["rate"] for r in result["rates"] if r["verdict"] == "not in run b"]
+    worse, lost = rates_with_verdict(result, B_WORSE), rates_with_verdict(result, NOT_IN_B)
     if worse:
         print(f"evals-pipeline compare: B is worse on {', '.join(worse)}", file=sys.stderr)
     if lost:  # counts dropped from B cannot pass the gate as no change
@@ -117,14 +125,14 @@ def main(argv: Sequence[str]) -> int:
 def _unpaired_failure(result: Mapping[str, Any]) -> bool:
     """Say which of A's episodes went uncompared; True if any did."""
     unpaired = result["unpaired"]
-    counts = {what: len(unpaired[key]) for key, what in _UNCOMPARED.items() if unpaired[key]}
+    counts = {_UNCOMPARED[key]: len(unpaired[key]) for key in UNCOMPARED_OF_A if unpaired[key]}
     if counts:
         said = ", ".join(f"{n} {what}" for what, n in counts.items())
         print(f"evals-pipeline compare: episodes of A not compared: {said}", file=sys.stderr)
     return bool(counts)
 
 
-# Episodes of A that --fail-if-unpaired counts, as its message names them.
+# How --fail-if-unpaired's message names each of `UNCOMPARED_OF_A`.
 _UNCOMPARED = {
     "only_a": "not in B",
     "case_changed": "whose case changed",

@@ -70,7 +70,7 @@ def _cassettes(specs: dict[str, str]) -> list[object]:
 # its per-chunk counts. A value stored in an older shape shows as stale (with everything
 # downstream of it), not as a KeyError in the step that reads it.
 _CORPUS_VALUE = ("chunks", "corpus_digest")
-_COMPARISON_VALUE = ("strict", "episodes")
+COMPARISON_VALUE = ("strict", "episodes")
 
 
 def corpus_version(config: EvalsConfig) -> str:
@@ -111,7 +111,7 @@ def judging_version(config: EvalsConfig) -> str:
 
 def comparison_version(config: EvalsConfig) -> str:
     """Every backend's extractions side by side with the reference's."""
-    return _version([extraction_version(config), config.reference, _COMPARISON_VALUE])
+    return _version([extraction_version(config), config.reference, COMPARISON_VALUE])
 
 
 def _baselines(config: EvalsConfig) -> list[object]:

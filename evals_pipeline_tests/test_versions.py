@@ -264,7 +264,7 @@ def test_a_new_shape_of_the_comparisons_value_marks_the_report_stale_too(
     config = make_config(tmp_path, backends, modes=("strict",), claims_gate=False)
     with DagsterInstance.ephemeral() as instance:
         assert materialize_all(config, instance, quiet=True).success
-        monkeypatch.setattr(versions, "_COMPARISON_VALUE", ("strict", "episodes", "more"))
+        monkeypatch.setattr(versions, "COMPARISON_VALUE", ("strict", "episodes", "more"))
         statuses = _statuses(config, instance)
         assert statuses["reference_comparison"] == StaleStatus.STALE
         assert statuses["report"] == StaleStatus.STALE

@@ -39,7 +39,7 @@ from ..core.scoring.strict import AXES
 from ..core.tables import same_graphs, table_episodes
 from ..partitions import BY_MODE, fan_in, mode_partitions, partition_check, split_key
 from ..resources import EvalsResource
-from ..versions import comparison_version, report_version
+from ..versions import COMPARISON_VALUE, comparison_version, report_version
 from .corpus import CORPUS_DIGEST
 
 FRESH_GUARD = "fresh_recordings_distinct"
@@ -232,7 +232,7 @@ def build_report_assets(config: EvalsConfig) -> list[AssetsDefinition]:
         one by one (`episodes.json`) beside them; with a `prose_baseline`, those counts
         against the baseline's (`no_regression`)."""
         mode = context.partition_key
-        _stored(reference_comparison, ("strict", "episodes"), "reference_comparison", mode)
+        _stored(reference_comparison, COMPARISON_VALUE, "reference_comparison", mode)
         ontology = evals.ontology()
         judging = judging_section(
             mode=mode,

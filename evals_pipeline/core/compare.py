@@ -136,6 +136,11 @@ MAX_COUNT = 2**31 - 1
 CONFIDENCE = 0.95
 
 Key = tuple[str, str]
+# The verdicts a gate on B fails on: worse, or counts A has and B lacks.
+B_WORSE = "B worse"
+NOT_IN_B = "not in run b"
+# The lists of `unpaired` that hold episodes of A left out of the comparison.
+UNCOMPARED_OF_A = ("only_a", "case_changed", "no_case_digest")
 # A run report's optional top-level strings, kept in the comparison's `a` and `b`.
 _RUN_FIELDS = (
     "kind",
@@ -189,14 +194,22 @@ def check_run_report(report: Mapping[str, Any], run: str = "a") -> None:
         episodes = list(_read_episodes(body, row, run).values())
         for rate, (num_side, den_side) in _COMPARED_RATES.items():
             nums, dens = _names(num_side), _names(den_side)
-            if _EPISODES in dens or not _carried(episodes, nums + dens):
-                continue
-            num, den = _column(episodes, nums).sum(), _column(episodes, dens).sum()
-            if num > den:  # as comparing would refuse it, pooled over the row
-                raise RunReportError(
-                    f"run {run}: rows.{row}: pooled {num_side} ({num}) exceeds {den_side} "
-                    f"({den}), a {rate} above 1: episodes carry one side of it without the other"
+            if _EPISODES not in dens and _carried(episodes, nums + dens):  # as comparing does
+                where = f"run {run}: rows.{row}"
+                _refuse_pooled_above_one(
+                    where, rate, _column(episodes, nums), _column(episodes, dens)
                 )
+
+
+def _refuse_pooled_above_one(where: str, rate: str, num: np.ndarray, den: np.ndarray) -> None:
+    """Each episode's counts are checked where it carries both sides of a rate; episodes
+    carrying only the numerator (the denominator read as 0) would pool it above 1."""
+    num_side, den_side = _COMPARED_RATES[rate]
+    if num.sum() > den.sum():
+        raise RunReportError(
+            f"{where}: pooled {num_side} ({num.sum()}) exceeds {den_side} ({den.sum()}), a "
+            f"{rate} above 1: episodes carry one side of it without the other"
+        )
 
 
 def _names(side: str) -> tuple[str, ...]:
@@ -338,11 +351,7 @@ def _refusal(
         )
     parts = []
     if changed:
-        yardsticks = [  # what changes the digests of cases whose content is the same
-            f"the runs' {what} differ ({runs['a'][field]} vs {runs['b'][field]})"
-            for field, what in _YARDSTICKS.items()
-            if _differs(runs, field)
-        ]
+        yardsticks = _yardsticks_differ(runs)  # what changes the digests of unchanged cases
         parts.append(
             f"{changed} share case and source id but the case content changed"
             + (f" ({'; '.join(yardsticks)})" if yardsticks else "")
@@ -360,10 +369,14 @@ def _refusal(
 _YARDSTICKS = {"reference": "references", "case_digest_scheme": "case digest schemes"}
 
 
-def _differs(runs: Mapping[str, Mapping[str, Any]], field: str) -> bool:
-    """Both runs name `field` and name it differently (one that does not name it: unknown)."""
-    a, b = runs["a"][field], runs["b"][field]
-    return a is not None and b is not None and a != b
+def _yardsticks_differ(runs: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Each of `_YARDSTICKS` both runs name, and name differently (one that does not name it:
+    unknown), said as a clause."""
+    return [
+        f"the runs' {what} differ ({a} vs {b})"
+        for field, what in _YARDSTICKS.items()
+        if (a := runs["a"][field]) is not None and (b := runs["b"][field]) is not None and a != b
+    ]
 
 
 # A count every episode has without carrying it: itself (per-episode rates such as tokens).
@@ -432,19 +445,17 @@ def compare_runs(
 
     notes: list[str] = []
     by_name = sum(1 for ea, eb in pairs if ea.case_digest is None or eb.case_digest is None)
-    for field, what in _YARDSTICKS.items():
-        if _differs(runs, field):
-            differ = f"the runs' {what} differ ({runs['a'][field]} vs {runs['b'][field]})"
-            if by_name:  # nothing vouches for these: counts against two yardsticks
-                notes.append(
-                    f"{differ}, and {by_name} of the pairs are paired by name alone "
-                    "(pair_by_name): their counts may be against different yardsticks"
-                )
-            if by_name < len(pairs):
-                notes.append(
-                    f"{differ}, but {len(pairs) - by_name} paired cases' digests agree all "
-                    "the same, so their counts are compared"
-                )
+    for differ in _yardsticks_differ(runs):
+        if by_name:  # nothing vouches for these: counts against two yardsticks
+            notes.append(
+                f"{differ}, and {by_name} of the pairs are paired by name alone "
+                "(pair_by_name): their counts may be against different yardsticks"
+            )
+        if by_name < len(pairs):
+            notes.append(
+                f"{differ}, but {len(pairs) - by_name} paired cases' digests agree all "
+                "the same, so their counts are compared"
+            )
     for field in ("corpus_version", "split"):
         if runs["a"][field] != runs["b"][field]:
             notes.append(
@@ -466,14 +477,8 @@ def compare_runs(
         na, da = _column(side_a, num_names), _column(side_a, den_names)
         nb, db = _column(side_b, num_names), _column(side_b, den_names)
         for run, carried, num, den in (("a", in_a, na, da), ("b", in_b, nb, db)):
-            if carried and _EPISODES not in den_names and num.sum() > den.sum():
-                # Each episode's counts are checked where it carries both sides; one carrying
-                # only the numerator (its denominator read as 0) would pool a rate above 1.
-                raise RunReportError(
-                    f"run {run}: pooled {num_side} ({num.sum()}) exceeds {den_side} "
-                    f"({den.sum()}), a {rate} above 1: episodes carry one side of it without "
-                    "the other"
-                )
+            if carried and _EPISODES not in den_names:
+                _refuse_pooled_above_one(f"run {run}", rate, num, den)
         entry: dict[str, Any] = {
             "rate": rate,
             "numerator": num_side,
@@ -584,6 +589,12 @@ def compare_runs(
     }
 
 
+def rates_with_verdict(result: Mapping[str, Any], name: str) -> list[str]:
+    """The rates of a comparison whose verdict is `name` (`B_WORSE`, `NOT_IN_B`: what a gate
+    fails on)."""
+    return [r["rate"] for r in result["rates"] if r["verdict"] == name]
+
+
 def verdict(rate: Mapping[str, Any]) -> str:
     """What one rate's interval says of B against A: `B worse` / `B better` when the interval
     leaves out 0 (in the rate's own direction), `no change` when every resample gave 0 (the
@@ -592,14 +603,14 @@ def verdict(rate: Mapping[str, Any]) -> str:
     are carried by one run only)."""
     if rate["low"] is None:
         if rate["a"] is None or rate["b"] is None:
-            return "not in run a" if rate["a"] is None else "not in run b"
+            return "not in run a" if rate["a"] is None else NOT_IN_B
         return "undefined in a run"
     if rate["low"] == rate["high"] == 0.0:
         return "no change"
     if rate["low"] <= 0.0 <= rate["high"]:
         return "cannot tell apart"
     better = (rate["delta"] < 0) == rate["lower_is_better"]
-    return "B better" if better else "B worse"
+    return "B better" if better else B_WORSE
 
 
 def _side_rate(num: np.ndarray, den: np.ndarray) -> dict[str, Any]:

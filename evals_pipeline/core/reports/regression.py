@@ -19,18 +19,19 @@ from pathlib import Path
 from typing import Any
 
 from ..compare import (
+    B_WORSE,
+    NOT_IN_B,
+    UNCOMPARED_OF_A,
     ComparisonRefused,
     RunReportError,
     check_run_report,
     compare_runs,
     load_run_report,
+    rates_with_verdict,
 )
 from ..errors import InputFileError
 from .episodes import EPISODES_FILE
 
-# Interval failures the gate counts, as `compare --fail-if-worse` does.
-WORSE = "B worse"
-LOST = "not in run b"
 # Rates of what a run spends, not of what it extracts: a prompt that says more costs more
 # tokens on every chunk, deterministically, which is a price to read, not a regression to
 # fail on. A rise is said in the description; `compare --fail-if-worse` still fails on it.
@@ -160,14 +161,13 @@ def check_regression(
             found.refused[name] = str(exc)
             continue
         found.compared[name] = int(result["paired"])
-        unpaired = result["unpaired"]
-        missing = sum(len(unpaired[k]) for k in ("only_a", "case_changed", "no_case_digest"))
-        if missing:
+        if missing := sum(len(result["unpaired"][key]) for key in UNCOMPARED_OF_A):
             found.unpaired[name] = missing
-        for verdict, into in ((WORSE, found.worse), (LOST, found.lost)):
-            rates = [r["rate"] for r in result["rates"] if r["verdict"] == verdict]
+        # The verdicts `compare --fail-if-worse` fails on, but for the cost rates.
+        for verdict, into in ((B_WORSE, found.worse), (NOT_IN_B, found.lost)):
+            rates = rates_with_verdict(result, verdict)
             if gated := [r for r in rates if r not in COST_RATES]:
                 into[name] = gated
-            if verdict == WORSE and (spent := [r for r in rates if r in COST_RATES]):
+            if verdict == B_WORSE and (spent := [r for r in rates if r in COST_RATES]):
                 found.costlier[name] = spent
     return found
